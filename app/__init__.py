@@ -1,0 +1,1 @@
+"""Engram: long-term memory for AI agents."""

@@ -1,0 +1,21 @@
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Column, Text
+from sqlmodel import Field, SQLModel
+
+from app.models_base import id_field, timestamp_field
+
+
+class Agent(SQLModel, table=True):
+    __tablename__ = "agents"
+
+    id: uuid.UUID = id_field()
+    name: str = Field(sa_column=Column(Text, nullable=False))
+    system: str | None = Field(default=None, sa_column=Column(Text))
+    model: str | None = Field(default=None, sa_column=Column(Text))
+    # Recall memory management: messages before context_start_seq left the context; summary stands for them.
+    summary: str | None = Field(default=None, sa_column=Column(Text))
+    context_start_seq: int = 0
+    created_at: datetime = timestamp_field()
+    updated_at: datetime = timestamp_field()

@@ -1,0 +1,93 @@
+"""Database engine, sessions, the embedded PostgreSQL, and schema migrations."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+log = logging.getLogger("engram.db")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ALEMBIC_INI = REPO_ROOT / "alembic.ini"
+
+
+class SchemaMismatch(RuntimeError):
+    """The database was created for another embedding dimension than the one configured."""
+
+
+def asyncpg_url(url: str) -> str:
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://", "postgresql+psycopg://", "postgresql+psycopg2://"):
+        if url.startswith(prefix):
+            return "postgresql+asyncpg://" + url[len(prefix):]
+    raise ValueError(f"DATABASE_URL must be a PostgreSQL URL, got {url.split('://')[0]}://…")
+
+
+def start_embedded_postgres(data_dir: Path) -> str:
+    """Start (or reuse) a private PostgreSQL with pgvector under data_dir; return its URL."""
+    import pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir / "pgdata", cleanup_mode="stop")
+    log.info("embedded PostgreSQL running from %s", data_dir / "pgdata")
+    return asyncpg_url(server.get_uri())
+
+
+def create_engine(url: str) -> AsyncEngine:
+    return create_async_engine(asyncpg_url(url), pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800)
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+
+
+@asynccontextmanager
+async def transaction(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """One unit of work: committed when the block ends, rolled back on any error or cancellation."""
+    async with sessions() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+def run_migrations(url: str, embedding_dim: int) -> None:
+    """alembic upgrade head (blocking; env.py runs its own event loop)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(ALEMBIC_INI))
+    config.set_main_option("script_location", str(REPO_ROOT / "alembic"))
+    config.attributes["database_url"] = asyncpg_url(url)
+    config.attributes["embedding_dim"] = embedding_dim
+    command.upgrade(config, "head")
+
+
+async def migrate(url: str, embedding_dim: int) -> None:
+    await asyncio.to_thread(run_migrations, url, embedding_dim)
+
+
+async def stored_embedding_dim(engine: AsyncEngine) -> int | None:
+    query = text(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('archival_passages') AND attname = 'embedding'"
+    )
+    async with engine.connect() as conn:
+        typmod = (await conn.execute(query)).scalar()
+    return int(typmod) if typmod is not None else None
+
+
+async def check_embedding_dim(engine: AsyncEngine, configured: int) -> None:
+    stored = await stored_embedding_dim(engine)
+    if stored is None:
+        raise SchemaMismatch("the database has no Engram schema: run `engram migrate` (or start with ENGRAM_MIGRATE_ON_START=true)")
+    if stored != configured:
+        raise SchemaMismatch(
+            f"the database stores {stored}-dimensional embeddings but the configured embedder gives {configured}: "
+            f"set ENGRAM_EMBEDDING_DIM/ENGRAM_EMBEDDING_MODEL to match the database, or run `engram reembed` to migrate it"
+        )

@@ -1,0 +1,84 @@
+"""One error base with its HTTP status, one JSON shape: {"error": code, "detail": text}."""
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class ErrorBody(BaseModel):
+    error: str
+    detail: str
+
+
+class EngramError(Exception):
+    status_code = 400
+    code = "bad_request"
+    headers: dict[str, str] | None = None
+
+    def __init__(self, detail: str, *, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        if headers:
+            self.headers = headers
+
+
+class NotFound(EngramError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(EngramError):
+    status_code = 409
+    code = "conflict"
+
+
+class PreconditionFailed(EngramError):
+    status_code = 412
+    code = "precondition_failed"
+
+
+class Unprocessable(EngramError):
+    status_code = 422
+    code = "invalid_request"
+
+
+class ServiceUnavailable(EngramError):
+    status_code = 503
+    code = "service_unavailable"
+
+
+def _body(code: str, detail: str) -> dict[str, str]:
+    return {"error": code, "detail": detail}
+
+
+def _format_validation(errors: list[Any]) -> str:
+    parts = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(EngramError)
+    async def _engram(_: Request, exc: EngramError) -> JSONResponse:
+        return JSONResponse(_body(exc.code, exc.detail), status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(_body("invalid_request", _format_validation(list(exc.errors()))), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "Unknown id"},
+    422: {"model": ErrorBody, "description": "Invalid input"},
+}

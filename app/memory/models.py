@@ -1,0 +1,59 @@
+import uuid
+from datetime import datetime
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import ARRAY, Column, Computed, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
+from sqlmodel import Field, SQLModel
+
+from app.models_base import agent_fk, id_field, timestamp_field
+
+TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
+
+
+class MemoryBlock(SQLModel, table=True):
+    __tablename__ = "memory_blocks"
+    __table_args__ = (UniqueConstraint("agent_id", "label"),)
+
+    id: uuid.UUID = id_field()
+    agent_id: uuid.UUID = agent_fk()
+    label: str = Field(sa_column=Column(Text, nullable=False))
+    value: str = Field(default="", sa_column=Column(Text, nullable=False))
+    char_limit: int
+    description: str | None = Field(default=None, sa_column=Column(Text))
+    read_only: bool = False
+    version: int = 1
+    updated_at: datetime = timestamp_field()
+
+
+class MemoryBlockRevision(SQLModel, table=True):
+    __tablename__ = "memory_block_revisions"
+    __table_args__ = (UniqueConstraint("block_id", "version"),)
+
+    id: uuid.UUID = id_field()
+    block_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("memory_blocks.id", ondelete="CASCADE"), nullable=False))
+    version: int
+    value: str = Field(sa_column=Column(Text, nullable=False))
+    source: str  # "agent" | "api"
+    turn_id: uuid.UUID | None = None
+    created_at: datetime = timestamp_field()
+
+
+class ArchivalPassage(SQLModel, table=True):
+    __tablename__ = "archival_passages"
+    __table_args__ = (
+        Index("ix_archival_passages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
+        Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
+    )
+
+    id: uuid.UUID = id_field()
+    agent_id: uuid.UUID = agent_fk()
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
+    embedding: list[float] = Field(sa_column=Column(Vector(), nullable=False))
+    embedding_model: str = Field(sa_column=Column(Text, nullable=False))
+    # Lexical tokens (words + CJK bigrams) computed in Python; tsv is generated from it.
+    search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
+    tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
+    created_at: datetime = timestamp_field()

