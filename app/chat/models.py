@@ -1,3 +1,4 @@
+import json
 import uuid
 from datetime import datetime
 from typing import Any
@@ -58,3 +59,14 @@ class Message(SQLModel, table=True):
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field(index=True)
+
+    def recall_text(self) -> str:
+        """What this message said, for search and display: its text plus anything it sent to the user."""
+        sent = []
+        for call in self.tool_calls or []:
+            if call.get("name") == "send_message":
+                try:
+                    sent.append(str(json.loads(call.get("arguments") or "{}").get("text", "")))
+                except (ValueError, AttributeError):
+                    continue
+        return "\n".join(part for part in [self.content, *sent] if part)

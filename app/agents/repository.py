@@ -1,0 +1,35 @@
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, delete, or_, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+
+
+class AgentRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def get(self, agent_id: uuid.UUID, *, for_update: bool = False) -> Agent | None:
+        query = select(Agent).where(Agent.id == agent_id)
+        if for_update:
+            query = query.with_for_update()
+        return (await self.session.scalars(query)).first()
+
+    async def add(self, agent: Agent) -> Agent:
+        self.session.add(agent)
+        await self.session.flush()
+        return agent
+
+    async def delete(self, agent_id: uuid.UUID) -> None:
+        await self.session.execute(delete(Agent).where(Agent.id == agent_id))
+
+    async def page(self, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:
+        """Oldest first; after_key is the (created_at, id) of the last agent of the previous page."""
+        query = select(Agent)
+        if after_key:
+            created, row_id = after_key
+            query = query.where(or_(Agent.created_at > created, and_(Agent.created_at == created, Agent.id > row_id)))
+        return (await self.session.scalars(query.order_by(Agent.created_at, Agent.id).limit(limit))).all()

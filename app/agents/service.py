@@ -1,0 +1,61 @@
+from collections.abc import Sequence
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.repository import AgentRepository
+from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
+from app.errors import Unprocessable
+from app.memory.models import MemoryBlock
+from app.memory.schemas import BlockRead
+from app.memory.service import CoreMemory
+from app.models_base import utcnow
+from app.pagination import Page, decode_time_cursor, encode_cursor
+
+
+def block_read(block: MemoryBlock) -> BlockRead:
+    return BlockRead(
+        label=block.label, value=block.value, limit=block.char_limit, description=block.description,
+        read_only=block.read_only, version=block.version, updated_at=block.updated_at,
+    )
+
+
+def agent_read(agent: Agent, blocks: Sequence[MemoryBlock]) -> AgentRead:
+    return AgentRead(
+        id=agent.id, name=agent.name, system=agent.system, model=agent.model,
+        created_at=agent.created_at, updated_at=agent.updated_at, blocks=[block_read(b) for b in blocks],
+    )
+
+
+class AgentService:
+    def __init__(self, session: AsyncSession):
+        self.agents = AgentRepository(session)
+        self.core = CoreMemory(session)
+
+    async def create(self, spec: AgentCreate) -> AgentRead:
+        agent = await self.agents.add(Agent(name=spec.name, system=spec.system, model=spec.model))
+        await self.core.create_blocks(agent.id, spec.blocks if spec.blocks is not None else default_blocks())
+        return await self.read(agent)
+
+    async def read(self, agent: Agent) -> AgentRead:
+        return agent_read(agent, await self.core.blocks_of(agent.id))
+
+    async def update(self, agent: Agent, patch: AgentUpdate) -> AgentRead:
+        changes = patch.model_dump(exclude_unset=True)
+        if "name" in changes and changes["name"] is None:
+            raise Unprocessable("name cannot be null")
+        for field, value in changes.items():
+            setattr(agent, field, value)
+        agent.updated_at = utcnow()
+        await self.agents.add(agent)
+        return await self.read(agent)
+
+    async def delete(self, agent: Agent) -> None:
+        await self.agents.delete(agent.id)
+
+    async def page(self, *, limit: int, cursor: str | None) -> Page[AgentRead]:
+        rows = await self.agents.page(limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
+        page = rows[:limit]
+        next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+        return Page[AgentRead](items=[await self.read(a) for a in page], next_cursor=next_cursor)
+

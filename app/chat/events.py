@@ -1,0 +1,75 @@
+"""Typed turn events, shared by the POST response, SSE, the WebSocket and turn replay."""
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+StopReason = Literal["end_turn", "max_steps", "llm_error", "invalid_output", "cancelled", "interrupted"]
+
+
+class Usage(BaseModel):
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _Event(BaseModel):
+    agent_id: uuid.UUID
+    turn_id: uuid.UUID
+    seq: int
+
+
+class TurnStarted(_Event):
+    type: Literal["turn_started"] = "turn_started"
+    message: str
+
+
+class Reasoning(_Event):
+    type: Literal["reasoning"] = "reasoning"
+    step: int
+    text: str
+
+
+class ToolCallEvent(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    step: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    step: int
+    call_id: str
+    name: str
+    ok: bool
+    result: str
+
+
+class MessageEvent(_Event):
+    type: Literal["message"] = "message"
+    step: int
+    text: str
+
+
+class TurnCompleted(_Event):
+    type: Literal["turn_completed"] = "turn_completed"
+    stop_reason: StopReason
+    reply: str
+    usage: Usage
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    turn_id: uuid.UUID | None  # type: ignore[assignment]  # None for errors outside a turn (a bad WebSocket frame)
+    code: str
+    detail: str
+
+
+Event = Annotated[
+    TurnStarted | Reasoning | ToolCallEvent | ToolResultEvent | MessageEvent | TurnCompleted | ErrorEvent,
+    Field(discriminator="type"),
+]
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

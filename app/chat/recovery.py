@@ -1,0 +1,47 @@
+"""Turns left `running` by a process that died are closed as `interrupted`, once nobody holds their agent's lock."""
+
+import logging
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.chat.events import TurnCompleted, Usage
+from app.chat.locks import lock_key
+from app.chat.repository import TurnRepository
+from app.db import transaction
+from app.models_base import utcnow
+
+log = logging.getLogger("engram.recovery")
+
+
+async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> int:
+    async with sessions() as session:
+        running = await TurnRepository(session).running()
+    closed = 0
+    for turn in running:
+        async with engine.connect() as conn:
+            free = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key(turn.agent_id)})).scalar()
+            if not free:
+                continue  # a live process is running this agent's turn
+            try:
+                async with transaction(sessions) as session:
+                    turns = TurnRepository(session)
+                    current = await turns.get(turn.agent_id, turn.id)
+                    if current is None or current.status != "running":
+                        continue
+                    events = await turns.events(turn.id)
+                    completed = TurnCompleted(
+                        agent_id=turn.agent_id, turn_id=turn.id, seq=(events[-1].seq + 1) if events else 0,
+                        stop_reason="interrupted", reply=current.reply or "", usage=Usage.model_validate(current.usage or {}),
+                    )
+                    await turns.add_events(turn.id, turn.agent_id, [completed.model_dump(mode="json")])
+                    current.status, current.stop_reason, current.finished_at = "interrupted", "interrupted", utcnow()
+                    session.add(current)
+                    closed += 1
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(turn.agent_id)})
+                await conn.commit()
+    if closed:
+        log.warning("marked %d turn(s) left running by a stopped process as interrupted", closed)
+    return closed

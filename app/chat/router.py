@@ -1,0 +1,210 @@
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+
+from app.agents.repository import AgentRepository
+from app.chat.events import ErrorEvent, Event, event_adapter
+from app.chat.repository import MessageRepository, TurnRepository
+from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
+from app.chat.schemas import ChatRequest, ChatResponse, MessageRead, WsChat
+from app.chat.models import Message
+from app.deps import AgentDep, EmbedderDep, SessionDep
+from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
+from app.memory import lexical
+from app.pagination import Page, decode_seq_cursor, encode_cursor
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
+
+IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same key → same turn, never run twice")]
+
+
+def get_runner(request: Request) -> TurnRunner:
+    return request.app.state.runner
+
+
+def get_turn_tasks(request: Request) -> TurnTasks:
+    return request.app.state.turn_tasks
+
+
+async def existing_agent_id(agent_id: uuid.UUID, request: Request) -> uuid.UUID:
+    # A short session of its own: a chat request must not hold a transaction open while the turn runs.
+    async with request.app.state.sessions() as session:
+        if await AgentRepository(session).get(agent_id) is None:
+            raise NotFound(f"no agent {agent_id}")
+    return agent_id
+
+
+RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
+TasksDep = Annotated[TurnTasks, Depends(get_turn_tasks)]
+AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
+
+
+def chat_response(result: TurnResult) -> ChatResponse:
+    return ChatResponse(
+        turn_id=result.turn_id, status=result.status, reply=result.reply,  # type: ignore[arg-type]
+        stop_reason=result.stop_reason, events=result.events, usage=result.usage,
+    )
+
+
+def _sse(event: Event) -> str:
+    return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n"
+
+
+@router.post(
+    "/chat",
+    responses={
+        202: {"model": ChatResponse, "description": "Idempotency-Key of a turn that is still running: its state so far"},
+        409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
+        502: {"model": ErrorBody, "description": "The LLM failed; the user's message is kept (body has turn_id)"},
+        503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
+    },
+)
+async def chat(
+    agent_id: AgentIdDep,
+    body: ChatRequest,
+    request: Request,
+    runner: RunnerDep,
+    tasks: TasksDep,
+    idempotency_key: IdempotencyKey = None,
+) -> Any:
+    """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events."""
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return await _stream_turn(agent_id, body.message, idempotency_key, runner, tasks)
+    task = tasks.spawn(runner.run(agent_id, body.message, idempotency_key=idempotency_key))
+    result = await asyncio.shield(task)
+    if result.stop_reason == "llm_error":
+        detail = next((e.detail for e in result.events if isinstance(e, ErrorEvent)), "the LLM failed")
+        return JSONResponse(
+            {"error": "llm_error", "detail": f"{detail} (your message is saved)", "turn_id": str(result.turn_id)},
+            status_code=502,
+        )
+    response = chat_response(result)
+    return JSONResponse(response.model_dump(mode="json"), status_code=202 if result.status == "running" else 200)
+
+
+async def _stream_turn(
+    agent_id: uuid.UUID, message: str, key: str | None, runner: TurnRunner, tasks: TurnTasks
+) -> StreamingResponse:
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    task = tasks.spawn(runner.run(agent_id, message, idempotency_key=key, listener=queue.put_nowait))
+    first = asyncio.ensure_future(queue.get())
+    await asyncio.wait({first, task}, return_when=asyncio.FIRST_COMPLETED)
+    if not first.done():
+        first.cancel()
+        result = task.result()  # raises the refusal (404/409/503) as a normal HTTP error
+        replayed = result.events  # an idempotent replay: no live events
+        return StreamingResponse(iter([_sse(e) for e in replayed]), media_type="text/event-stream")
+
+    async def stream() -> AsyncIterator[str]:
+        event = first.result()
+        while True:
+            yield _sse(event)
+            if event.type == "turn_completed":
+                return
+            event = await queue.get()
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/turns/{turn_id}")
+async def get_turn(agent: AgentDep, turn_id: uuid.UUID, session: SessionDep) -> ChatResponse:
+    """A finished or running turn with every event stored so far (replay)."""
+    turns = TurnRepository(session)
+    turn = await turns.get(agent.id, turn_id)
+    if turn is None:
+        raise NotFound(f"no turn {turn_id} for this agent")
+    events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
+    return chat_response(result_of(turn, events))
+
+
+def message_read(message: Message, score: float | None = None) -> MessageRead:
+    return MessageRead(
+        id=message.id, role=message.role, content=message.content, turn_id=message.turn_id,  # type: ignore[arg-type]
+        created_at=message.created_at, tool_calls=message.tool_calls, tool_call_id=message.tool_call_id,
+        name=message.name, score=score,
+    )
+
+
+@router.get("/messages")
+async def list_messages(
+    agent: AgentDep,
+    session: SessionDep,
+    embedder: EmbedderDep,
+    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    after: datetime | None = None,
+    before: datetime | None = None,
+    cursor: str | None = None,
+) -> Page[MessageRead]:
+    """Recall memory: every message, newest first; with `query`, a hybrid search over user and assistant messages."""
+    repo = MessageRepository(session)
+    if query is not None:
+        [embedding] = await embedder.embed([query])
+        hits = await repo.search(
+            agent.id, embedding=embedding, tsquery=lexical.tsquery(query), k=limit, after=after, before=before
+        )
+        return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
+    before_seq = decode_seq_cursor(cursor)[0] if cursor else None
+    rows = await repo.newest(agent.id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1].seq or 0, page[-1].id) if len(rows) > limit else None
+    return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)
+
+
+@router.websocket("/ws")
+async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
+    """Live events of every turn of this agent; send {"type": "chat", "message": ...} to start a turn."""
+    app = websocket.app
+    await websocket.accept()
+    async with app.state.sessions() as session:
+        exists = await AgentRepository(session).get(agent_id) is not None
+    if not exists:
+        await _send_error(websocket, agent_id, "not_found", f"no agent {agent_id}")
+        await websocket.close(code=4404)
+        return
+    runner: TurnRunner = app.state.runner
+    tasks: TurnTasks = app.state.turn_tasks
+    async with app.state.hub.subscribe(agent_id) as queue:
+        forward = asyncio.create_task(_forward(websocket, queue))
+        try:
+            while True:
+                raw = await websocket.receive_text()
+                try:
+                    command = WsChat.model_validate(json.loads(raw))
+                except (ValueError, ValidationError) as exc:
+                    await _send_error(websocket, agent_id, "invalid_request", f"expected {{\"type\": \"chat\", \"message\": ...}}: {exc}")
+                    continue
+                task = tasks.spawn(runner.run(agent_id, command.message, idempotency_key=command.idempotency_key))
+                task.add_done_callback(lambda t: _report_refusal(t, websocket, agent_id))
+        except WebSocketDisconnect:
+            pass
+        finally:
+            forward.cancel()
+
+
+async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> None:
+    while (event := await queue.get()) is not None:
+        await websocket.send_text(event.model_dump_json())
+    await websocket.close(code=1013)  # fell too far behind
+
+
+def _report_refusal(task: asyncio.Task[TurnResult], websocket: WebSocket, agent_id: uuid.UUID) -> None:
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    if isinstance(exc, EngramError):
+        asyncio.ensure_future(_send_error(websocket, agent_id, exc.code, exc.detail))
+
+
+async def _send_error(websocket: WebSocket, agent_id: uuid.UUID, code: str, detail: str) -> None:
+    try:
+        await websocket.send_text(ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code=code, detail=detail).model_dump_json())
+    except (RuntimeError, WebSocketDisconnect):
+        pass

@@ -1,0 +1,319 @@
+"""The agent loop: one turn = LLM step → tool calls → results fed back, until send_message or the step cap.
+
+Commits: the turn row, the user's message and `turn_started` before the first LLM call; then each step (its
+assistant message, tool results, memory edits and events) as one transaction; then the outcome.
+"""
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.repository import AgentRepository
+from app.chat import prompt, tools
+from app.chat.events import (
+    ErrorEvent, Event, MessageEvent, Reasoning, StopReason, ToolCallEvent, ToolResultEvent, TurnCompleted,
+    TurnStarted, Usage, event_adapter,
+)
+from app.chat.hub import EventHub
+from app.chat.locks import agent_turn_lock
+from app.chat.models import Message, Turn
+from app.chat.repository import MessageRepository, TurnRepository
+from app.db import transaction
+from app.errors import NotFound, ServiceUnavailable
+from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_arguments
+from app.llm.embeddings import Embedder, EmbeddingError
+from app.llm.parsing import parse_text_tool_calls
+from app.memory import lexical
+from app.memory.service import CoreMemory
+from app.models_base import utcnow
+from app.settings import Settings
+
+log = logging.getLogger("engram.turn")
+
+NO_TOOL_NUDGE = (
+    "You wrote text without calling a tool, so the user saw nothing. Call send_message to reply "
+    "(or another tool first if you need memory)."
+)
+MAX_NO_TOOL_STEPS = 2
+
+Listener = Callable[[Event], None]
+
+
+@dataclass
+class TurnResult:
+    turn_id: uuid.UUID
+    status: str
+    stop_reason: StopReason | None
+    reply: str
+    events: list[Event]
+    usage: Usage
+
+
+@dataclass
+class _TurnState:
+    agent_id: uuid.UUID
+    turn_id: uuid.UUID
+    hub: EventHub
+    listener: Listener | None
+    user_seq: int = 0
+    events: list[Event] = field(default_factory=list)
+    unsaved: list[Event] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    sent: list[str] = field(default_factory=list)
+
+    def emit(self, kind: type[Any], **fields: Any) -> Event:
+        event = kind(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
+        self.events.append(event)
+        self.unsaved.append(event)
+        self.hub.publish(event)
+        if self.listener:
+            self.listener(event)
+        return event
+
+    async def save_events(self, session: AsyncSession) -> None:
+        if self.unsaved:
+            await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in self.unsaved])
+            self.unsaved = []
+
+    @property
+    def reply(self) -> str:
+        return "\n\n".join(self.sent)
+
+
+def result_of(turn: Turn, events: list[Event]) -> TurnResult:
+    return TurnResult(
+        turn_id=turn.id, status=turn.status, stop_reason=turn.stop_reason,  # type: ignore[arg-type]
+        reply=turn.reply or "", events=events, usage=Usage.model_validate(turn.usage or {}),
+    )
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        sessions: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        llm: ChatLLM | None,
+        hub: EventHub,
+        settings: Settings,
+    ):
+        self.engine = engine
+        self.sessions = sessions
+        self.embedder = embedder
+        self.llm = llm
+        self.hub = hub
+        self.settings = settings
+
+    async def run(
+        self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, listener: Listener | None = None
+    ) -> TurnResult:
+        if self.llm is None:
+            raise ServiceUnavailable(
+                "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
+                "(Gemini, Ollama, vLLM, llama.cpp…), then restart"
+            )
+        if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
+            return existing
+        embedding = await self._embed(message)
+        async with agent_turn_lock(self.engine, agent_id, self.settings.turn_lock_timeout_seconds):
+            if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
+                return existing
+            state = await self._begin(agent_id, message, embedding, idempotency_key, listener)
+            try:
+                stop = await self._steps(state)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._finish(state, "cancelled"))
+                raise
+            except Exception as exc:
+                log.exception("turn %s failed", state.turn_id)
+                state.emit(ErrorEvent, code="internal_error", detail=f"the turn stopped on an internal error: {type(exc).__name__}")
+                await asyncio.shield(self._finish(state, "interrupted"))
+                raise ServiceUnavailable("the turn was interrupted by an internal error; your message is saved") from exc
+            return await self._finish(state, stop)
+
+    async def find_by_key(self, agent_id: uuid.UUID, key: str) -> TurnResult | None:
+        async with self.sessions() as session:
+            turns = TurnRepository(session)
+            turn = await turns.by_idempotency_key(agent_id, key)
+            if turn is None:
+                return None
+            return result_of(turn, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
+
+    async def _embed(self, text: str) -> list[float] | None:
+        try:
+            [vector] = await self.embedder.embed([text])
+            return vector
+        except EmbeddingError:
+            # Recall search then finds the message by its words only; losing the message would be worse.
+            log.warning("could not embed a message; storing it without an embedding", exc_info=True)
+            return None
+
+    async def _begin(
+        self, agent_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None, listener: Listener | None
+    ) -> _TurnState:
+        async with transaction(self.sessions) as session:
+            if await AgentRepository(session).get(agent_id) is None:
+                raise NotFound(f"no agent {agent_id}")
+            turn = await TurnRepository(session).add(Turn(agent_id=agent_id, message=text, idempotency_key=key))
+            state = _TurnState(agent_id=agent_id, turn_id=turn.id, hub=self.hub, listener=listener)
+            user = await MessageRepository(session).add(
+                Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text,
+                        embedding=embedding, search_text=lexical.search_text(text))
+            )
+            state.user_seq = user.seq or 0
+            state.emit(TurnStarted, message=text)
+            await state.save_events(session)
+        return state
+
+    async def _steps(self, state: _TurnState) -> StopReason:
+        assert self.llm is not None
+        silent_steps = 0
+        for step in range(1, self.settings.max_steps + 1):
+            async with transaction(self.sessions) as session:
+                agent = await AgentRepository(session).get(state.agent_id)
+                if agent is None:
+                    state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
+                    return "cancelled"
+                llm_messages = await self._prompt(session, agent, state)
+            try:
+                completion = await self.llm.complete(llm_messages, tools.TOOL_SCHEMAS, agent.model)
+            except LLMError as exc:
+                state.emit(ErrorEvent, code="llm_error", detail=str(exc))
+                return "llm_error"
+            state.usage.llm_calls += 1
+            state.usage.prompt_tokens += completion.prompt_tokens
+            state.usage.completion_tokens += completion.completion_tokens
+
+            calls, monologue = self._calls_of(completion)
+            if not calls:
+                silent_steps += 1
+                await self._record_silent_step(state, step, monologue)
+                if silent_steps >= MAX_NO_TOOL_STEPS:
+                    state.emit(ErrorEvent, code="invalid_output", detail="the model answered without calling any tool")
+                    return "invalid_output"
+                continue
+            silent_steps = 0
+            if await self._run_calls(state, step, monologue, calls):
+                return "end_turn"
+        return "max_steps"
+
+    async def _prompt(self, session: AsyncSession, agent: Agent, state: _TurnState) -> list[dict[str, Any]]:
+        blocks = await CoreMemory(session).blocks_of(agent.id)
+        repo = MessageRepository(session)
+        window = await repo.in_context(agent.id, agent.context_start_seq, self.settings.context_messages)
+        if not window or (window[0].seq or 0) > state.user_seq:
+            # A long turn outgrew the window: keep the whole turn, from the user's message on.
+            window = await repo.in_context(agent.id, state.user_seq, limit=10_000)
+        system = prompt.system_prompt(agent, blocks, utcnow())
+        return [{"role": "system", "content": system}, *(prompt.to_openai(m) for m in prompt.well_formed(window))]
+
+    def _calls_of(self, completion: Completion) -> tuple[list[ToolCall], str]:
+        """Native tool calls, or calls written as text; plus the inner monologue."""
+        monologue = "\n".join(p for p in (completion.reasoning.strip(), completion.content.strip()) if p)
+        if completion.tool_calls:
+            return completion.tool_calls, monologue
+        parsed = parse_text_tool_calls(completion.content, tools.TOOL_PARAMS)
+        if not parsed:
+            return [], monologue
+        calls = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in parsed]
+        return calls, completion.reasoning.strip()
+
+    async def _record_silent_step(self, state: _TurnState, step: int, monologue: str) -> None:
+        if monologue:
+            state.emit(Reasoning, step=step, text=monologue)
+        async with transaction(self.sessions) as session:
+            messages = MessageRepository(session)
+            await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
+            await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
+            await state.save_events(session)
+
+    async def _run_calls(self, state: _TurnState, step: int, monologue: str, calls: list[ToolCall]) -> bool:
+        """Execute one step's calls in one transaction; True when the agent sent its reply."""
+        if monologue:
+            state.emit(Reasoning, step=step, text=monologue)
+        assistant = Message(
+            agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue,
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        )
+        recall_text = assistant.recall_text()
+        if recall_text:
+            assistant.search_text = lexical.search_text(recall_text)
+            assistant.embedding = await self._embed(recall_text)
+        sent = False
+        async with transaction(self.sessions) as session:
+            messages = MessageRepository(session)
+            await messages.add(assistant)
+            agent = await AgentRepository(session).get(state.agent_id)
+            ctx = tools.ToolContext(
+                session=session, embedder=self.embedder, agent_id=state.agent_id, turn_id=state.turn_id,
+                context_start_seq=agent.context_start_seq if agent else 0,
+            )
+            for call in calls:
+                try:
+                    arguments = decode_arguments(call.arguments)
+                except ValueError as exc:
+                    state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments={"_raw": call.arguments})
+                    outcome = tools.ToolOutcome(False, f"Error: {exc}", {})
+                else:
+                    state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments=arguments)
+                    outcome = await tools.execute(ctx, call.name, arguments)
+                state.emit(ToolResultEvent, step=step, call_id=call.id, name=call.name, ok=outcome.ok, result=outcome.result)
+                await messages.add(Message(
+                    agent_id=state.agent_id, turn_id=state.turn_id, role="tool", content=outcome.result,
+                    tool_call_id=call.id, name=call.name,
+                ))
+                if call.name == "send_message" and outcome.ok:
+                    text = str(outcome.arguments["text"])
+                    state.sent.append(text)
+                    state.emit(MessageEvent, step=step, text=text)
+                    sent = True
+            await state.save_events(session)
+        return sent
+
+    async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:
+        status = {"cancelled": "cancelled", "interrupted": "interrupted"}.get(stop, "completed")
+        state.emit(TurnCompleted, stop_reason=stop, reply=state.reply, usage=state.usage)
+        async with transaction(self.sessions) as session:
+            turn = await TurnRepository(session).get(state.agent_id, state.turn_id)
+            if turn is not None:
+                turn.status, turn.stop_reason, turn.reply = status, stop, state.reply
+                turn.usage, turn.finished_at = state.usage.model_dump(), utcnow()
+                session.add(turn)
+                await state.save_events(session)
+        return TurnResult(state.turn_id, status, stop, state.reply, state.events, state.usage)
+
+
+class TurnTasks:
+    """Turns run as tasks of their own: a client that disconnects does not cut a turn in half."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[TurnResult]] = set()
+
+    def spawn(self, coro: Any) -> asyncio.Task[TurnResult]:
+        task: asyncio.Task[TurnResult] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[TurnResult]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            task.exception()  # retrieved here so that a turn nobody awaited does not log "never retrieved"
+
+    async def shutdown(self, grace_seconds: float) -> None:
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)

@@ -1,0 +1,40 @@
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from app.chat.events import Event, StopReason, Usage
+
+MAX_MESSAGE_CHARS = 32_000
+
+
+class ChatRequest(BaseModel):
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatResponse(BaseModel):
+    turn_id: uuid.UUID
+    status: Literal["running", "completed", "interrupted", "cancelled"]
+    reply: str
+    stop_reason: StopReason | None
+    events: list[Event]
+    usage: Usage
+
+
+class WsChat(BaseModel):
+    type: Literal["chat"]
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+class MessageRead(BaseModel):
+    id: uuid.UUID
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    turn_id: uuid.UUID | None
+    created_at: datetime
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    score: float | None = Field(default=None, description="searches only")

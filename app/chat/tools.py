@@ -1,0 +1,182 @@
+"""The agent's tools: OpenAI function schemas, argument validation and execution against memory."""
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.chat.repository import MessageRepository
+from app.errors import EngramError
+from app.llm.embeddings import Embedder
+from app.memory import lexical
+from app.memory.service import ArchivalMemory, CoreMemory
+
+PAGE_SIZE = 5
+
+
+class ToolError(Exception):
+    """A failed call; its message is shown to the model, which may try again."""
+
+
+@dataclass
+class ToolContext:
+    session: AsyncSession
+    embedder: Embedder
+    agent_id: uuid.UUID
+    turn_id: uuid.UUID
+    context_start_seq: int  # messages from here on are already in the prompt; recall search skips them
+
+
+class SendMessage(BaseModel):
+    text: str = Field(min_length=1, description="The message to show the user, in the user's language.")
+
+
+class CoreMemoryUpdate(BaseModel):
+    label: str = Field(description="Block to rewrite, e.g. 'human' or 'persona'.")
+    content: str = Field(description="The block's complete new text (replaces all of it).")
+
+
+class CoreMemoryAppend(BaseModel):
+    label: str = Field(description="Block to add to.")
+    content: str = Field(min_length=1, description="Text to append on a new line.")
+
+
+class CoreMemoryReplace(BaseModel):
+    label: str = Field(description="Block to edit.")
+    old: str = Field(min_length=1, description="Exact text currently in the block.")
+    new: str = Field(description="Replacement text (empty to delete).")
+
+
+class ArchivalMemoryCreate(BaseModel):
+    content: str = Field(min_length=1, max_length=20_000, description="A self-contained fact or note to remember.")
+    tags: list[str] = Field(default_factory=list, max_length=16, description="Optional short topic tags.")
+
+
+class ArchivalMemorySearch(BaseModel):
+    query: str = Field(min_length=1, description="What to look for, in words likely to appear in the memory.")
+    k: int = Field(default=PAGE_SIZE, ge=1, le=20, description="How many results.")
+    tags: list[str] | None = Field(default=None, description="Only passages with all these tags.")
+    page: int = Field(default=0, ge=0, le=20, description="Result page, from 0.")
+
+
+class ConversationSearch(BaseModel):
+    query: str = Field(min_length=1, description="What was said, in words likely to appear in it.")
+    page: int = Field(default=0, ge=0, le=20, description="Result page, from 0.")
+
+
+async def send_message(ctx: ToolContext, args: SendMessage) -> str:
+    return "Sent message successfully."
+
+
+async def core_memory_update(ctx: ToolContext, args: CoreMemoryUpdate) -> str:
+    return await _write_block(ctx, args.label, lambda _: args.content)
+
+
+async def core_memory_append(ctx: ToolContext, args: CoreMemoryAppend) -> str:
+    return await _write_block(ctx, args.label, lambda old: f"{old}\n{args.content}" if old else args.content)
+
+
+async def core_memory_replace(ctx: ToolContext, args: CoreMemoryReplace) -> str:
+    def edit(old: str) -> str:
+        if args.old not in old:
+            raise ToolError(f"'{args.old}' does not appear in block '{args.label}'; copy the exact text from core memory")
+        return old.replace(args.old, args.new)
+
+    return await _write_block(ctx, args.label, edit)
+
+
+async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str]) -> str:
+    core = CoreMemory(ctx.session)
+    block = await core.blocks.get(ctx.agent_id, label)
+    if block is None:
+        labels = ", ".join(b.label for b in await core.blocks_of(ctx.agent_id))
+        raise ToolError(f"there is no core memory block '{label}'; blocks: {labels}")
+    block, _ = await core.write(ctx.agent_id, label, edit(block.value), source="agent", turn_id=ctx.turn_id)
+    return f"Block '{label}' updated ({len(block.value)}/{block.char_limit} characters). It now reads:\n{block.value}"
+
+
+async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
+    [passage] = await ArchivalMemory(ctx.session, ctx.embedder).add(ctx.agent_id, [(args.content, args.tags)])
+    return f"Saved to archival memory (id {passage.id})."
+
+
+async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -> str:
+    matches = await ArchivalMemory(ctx.session, ctx.embedder).search(
+        ctx.agent_id, args.query, k=args.k * (args.page + 1), tags=args.tags
+    )
+    page = matches[args.page * args.k :]
+    if not page:
+        return "No archival memories match." if args.page == 0 else "No more results."
+    lines = [f"[{m.passage.created_at:%Y-%m-%d}] (score {m.score:.2f}) {m.passage.content}" for m in page]
+    return f"{len(page)} archival memories (page {args.page}):\n" + "\n".join(lines)
+
+
+async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
+    [embedding] = await ctx.embedder.embed([args.query])
+    hits = await MessageRepository(ctx.session).search(
+        ctx.agent_id, embedding=embedding, tsquery=lexical.tsquery(args.query),
+        k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq,
+    )
+    page = hits[args.page * PAGE_SIZE :]
+    if not page:
+        return "No earlier messages match." if args.page == 0 else "No more results."
+    lines = [f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role}: {m.recall_text()}" for m, _ in page]
+    return f"{len(page)} earlier messages (page {args.page}):\n" + "\n".join(lines)
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    args: type[BaseModel]
+    run: Callable[[ToolContext, Any], Awaitable[str]]
+
+    def schema(self) -> dict[str, Any]:
+        params = self.args.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in [
+        Tool("send_message", "Send a message to the user. The only way the user sees anything you say; ends your turn.", SendMessage, send_message),
+        Tool("core_memory_update", "Rewrite a core memory block completely. Use it to correct facts (e.g. a new name) or to condense a full block.", CoreMemoryUpdate, core_memory_update),
+        Tool("core_memory_append", "Append a line to a core memory block.", CoreMemoryAppend, core_memory_append),
+        Tool("core_memory_replace", "Replace exact text inside a core memory block.", CoreMemoryReplace, core_memory_replace),
+        Tool("archival_memory_create", "Save a fact, preference, event or detail to unlimited long-term archival memory.", ArchivalMemoryCreate, archival_memory_create),
+        Tool("archival_memory_search", "Search archival memory (meaning and keywords). Use it before answering about anything the user told you before.", ArchivalMemorySearch, archival_memory_search),
+        Tool("conversation_search", "Search earlier conversation messages that are no longer in your context.", ConversationSearch, conversation_search),
+    ]
+}
+TOOL_SCHEMAS = [t.schema() for t in TOOLS.values()]
+TOOL_PARAMS = {name: list(t.args.model_fields) for name, t in TOOLS.items()}
+
+
+@dataclass
+class ToolOutcome:
+    ok: bool
+    result: str
+    arguments: dict[str, Any]
+
+
+async def execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    """Run one call; every failure becomes an error result for the model, never an exception."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return ToolOutcome(False, f"Error: unknown tool '{name}'. Available tools: {', '.join(TOOLS)}.", arguments)
+    try:
+        args = tool.args.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        return ToolOutcome(False, f"Error: invalid arguments for {name}: {problems}.", arguments)
+    try:
+        async with ctx.session.begin_nested():
+            return ToolOutcome(True, await tool.run(ctx, args), arguments)
+    except (ToolError, EngramError) as exc:
+        return ToolOutcome(False, f"Error: {exc}", arguments)

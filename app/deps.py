@@ -1,0 +1,62 @@
+"""Request dependencies: one transaction per request, services built on it, and agent lookups that 404 once."""
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.repository import AgentRepository
+from app.db import transaction
+from app.errors import NotFound
+from app.llm.embeddings import Embedder
+from app.memory.service import ArchivalMemory, CoreMemory
+from app.settings import Settings
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_sessions(request: Request) -> async_sessionmaker[AsyncSession]:
+    return request.app.state.sessions
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    # scope="function": the commit runs before the response is sent, so a failed commit is an error response.
+    async with transaction(request.app.state.sessions) as session:
+        yield session
+
+
+def get_embedder(request: Request) -> Embedder:
+    return request.app.state.embedder
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+EmbedderDep = Annotated[Embedder, Depends(get_embedder)]
+
+
+async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDep) -> Agent:
+    agent = await AgentRepository(session).get(agent_id)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id}")
+    return agent
+
+
+AgentDep = Annotated[Agent, Depends(valid_agent)]
+
+
+def get_core_memory(session: SessionDep) -> CoreMemory:
+    return CoreMemory(session)
+
+
+def get_archival_memory(session: SessionDep, embedder: EmbedderDep) -> ArchivalMemory:
+    return ArchivalMemory(session, embedder)
+
+
+CoreMemoryDep = Annotated[CoreMemory, Depends(get_core_memory)]
+ArchivalMemoryDep = Annotated[ArchivalMemory, Depends(get_archival_memory)]

@@ -1,0 +1,90 @@
+"""The FastAPI application: create_app() and its lifespan (database, migrations, embedder, LLM client)."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from app import db
+from app.agents.router import router as agents_router
+from app.chat.hub import EventHub
+from app.chat.recovery import interrupt_orphaned_turns
+from app.chat.router import router as chat_router
+from app.chat.runner import TurnRunner, TurnTasks
+from app.errors import install_error_handlers
+from app.llm.chat import ChatLLM
+from app.llm.embeddings import Embedder, build_embedder
+from app.memory.router import router as memory_router
+from app.settings import Settings, get_settings
+
+log = logging.getLogger("engram")
+SHUTDOWN_GRACE_SECONDS = 20.0
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    url = settings.database_url or await asyncio.to_thread(db.start_embedded_postgres, settings.data_dir)
+    if settings.migrate_on_start:
+        await db.migrate(url, settings.vector_dim)
+    engine = db.create_engine(url)
+    try:
+        await db.check_embedding_dim(engine, settings.vector_dim)
+        embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
+        if embedder.dim != settings.vector_dim:
+            raise db.SchemaMismatch(f"the embedder gives {embedder.dim} dimensions, ENGRAM_EMBEDDING_DIM says {settings.vector_dim}")
+        sessions = db.session_factory(engine)
+        await interrupt_orphaned_turns(engine, sessions)
+        llm = ChatLLM(settings) if settings.llm_configured else None
+        if llm is None:
+            log.warning("no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set")
+        hub = EventHub()
+        turn_tasks = TurnTasks()
+        app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
+        app.state.turn_tasks = turn_tasks
+        app.state.runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings)
+        yield
+        await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+    finally:
+        await engine.dispose()
+
+
+def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> FastAPI:
+    """embedder: an already loaded embedder to share (tests); otherwise one is built at start-up."""
+    app = FastAPI(
+        title="Engram",
+        version="0.1.0",
+        summary="Long-term memory for AI agents: core, archival and recall memory behind one API.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings or get_settings()
+    app.state.embedder = embedder
+    install_error_handlers(app)
+    app.include_router(agents_router)
+    app.include_router(memory_router)
+    app.include_router(chat_router)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
+    async def readyz(request: Request) -> JSONResponse:
+        """Readiness: the database answers."""
+        try:
+            async with asyncio.timeout(3):
+                async with request.app.state.engine.connect() as conn:
+                    await conn.execute(text("SELECT 1"))
+        except Exception as exc:  # any failure to reach the database means not ready
+            return JSONResponse({"error": "not_ready", "detail": f"database unreachable: {type(exc).__name__}"}, status_code=503, headers={"Retry-After": "5"})
+        return JSONResponse({"status": "ready"})
+
+    return app
+
+
+app = create_app()

@@ -1,0 +1,129 @@
+"""SQL for core memory blocks and archival passages, including the hybrid (vector + full-text) search."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, delete, or_, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.memory.hybrid import hybrid_search
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
+
+
+
+class BlockRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def of_agent(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
+        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id).order_by(MemoryBlock.label)
+        return (await self.session.scalars(query)).all()
+
+    async def get(self, agent_id: uuid.UUID, label: str, *, for_update: bool = False) -> MemoryBlock | None:
+        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id, MemoryBlock.label == label)
+        if for_update:
+            query = query.with_for_update()
+        return (await self.session.scalars(query)).first()
+
+    async def add(self, block: MemoryBlock) -> MemoryBlock:
+        self.session.add(block)
+        await self.session.flush()
+        return block
+
+    async def add_revision(self, revision: MemoryBlockRevision) -> None:
+        self.session.add(revision)
+        await self.session.flush()
+
+    async def history(self, block_id: uuid.UUID) -> Sequence[MemoryBlockRevision]:
+        query = (
+            select(MemoryBlockRevision)
+            .where(MemoryBlockRevision.block_id == block_id)
+            .order_by(MemoryBlockRevision.version.desc())
+        )
+        return (await self.session.scalars(query)).all()
+
+
+@dataclass
+class PassageMatch:
+    passage: ArchivalPassage
+    score: float
+    similarity: float
+
+
+class PassageRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def add_all(self, passages: list[ArchivalPassage]) -> list[ArchivalPassage]:
+        self.session.add_all(passages)
+        await self.session.flush()
+        return passages
+
+    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage | None:
+        query = select(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+        return (await self.session.scalars(query)).first()
+
+    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
+        result = await self.session.execute(
+            delete(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+        )
+        return bool(result.rowcount)
+
+    async def newest(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        after_key: tuple[datetime, uuid.UUID] | None = None,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> Sequence[ArchivalPassage]:
+        """Newest first; after_key is the (created_at, id) of the last row of the previous page."""
+        query = select(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id)
+        if tags:
+            query = query.where(ArchivalPassage.tags.contains(tags))
+        if after:
+            query = query.where(ArchivalPassage.created_at > after)
+        if before:
+            query = query.where(ArchivalPassage.created_at < before)
+        if after_key:
+            created, row_id = after_key
+            query = query.where(
+                or_(ArchivalPassage.created_at < created, and_(ArchivalPassage.created_at == created, ArchivalPassage.id < row_id))
+            )
+        query = query.order_by(ArchivalPassage.created_at.desc(), ArchivalPassage.id.desc()).limit(limit)
+        return (await self.session.scalars(query)).all()
+
+    async def hybrid_search(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        embedding: list[float],
+        tsquery: str | None,
+        k: int,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[PassageMatch]:
+        where = ["agent_id = :agent_id"]
+        params: dict[str, object] = {"agent_id": agent_id}
+        if tags:
+            where.append("tags @> CAST(:tags AS text[])")
+            params["tags"] = tags
+        if after:
+            where.append("created_at > :after")
+            params["after"] = after
+        if before:
+            where.append("created_at < :before")
+            params["before"] = before
+        hits = await hybrid_search(
+            self.session, "archival_passages", where=where, params=params, embedding=embedding, tsquery=tsquery, k=k
+        )
+        if not hits:
+            return []
+        query = select(ArchivalPassage).where(ArchivalPassage.id.in_([h.id for h in hits]))
+        by_id = {p.id: p for p in (await self.session.scalars(query)).all()}
+        return [PassageMatch(by_id[h.id], h.score, h.similarity) for h in hits if h.id in by_id]

@@ -1,0 +1,136 @@
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Response
+
+from app.agents.service import block_read
+from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep
+from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
+from app.memory.models import ArchivalPassage
+from app.memory.schemas import (
+    LABEL_PATTERN, MAX_TAGS, BlockRead, BlockWrite, CoreMemoryRead, PassageBatchCreate, PassageBatchRead,
+    PassageCreate, PassageRead, RevisionRead,
+)
+from app.pagination import Page, decode_time_cursor, encode_cursor
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
+
+Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
+Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
+
+
+def passage_read(passage: ArchivalPassage, score: float | None = None, similarity: float | None = None) -> PassageRead:
+    return PassageRead(
+        id=passage.id, content=passage.content, tags=passage.tags, created_at=passage.created_at,
+        score=score, similarity=similarity,
+    )
+
+
+def parse_if_match(value: str | None) -> int | None:
+    if value is None:
+        return None
+    cleaned = value.strip().removeprefix("W/").strip('"')
+    if not cleaned.isdigit():
+        raise Unprocessable("If-Match must be a block version number, as returned in `version` or the ETag header")
+    return int(cleaned)
+
+
+def split_tags(tags: list[str] | None) -> list[str] | None:
+    return [t for raw in tags for t in raw.split(",")] if tags else None
+
+
+@router.get("/memory")
+async def get_core_memory(agent: AgentDep, core: CoreMemoryDep) -> CoreMemoryRead:
+    """Core memory: every block with its value, limit and version."""
+    return CoreMemoryRead(blocks=[block_read(b) for b in await core.blocks_of(agent.id)])
+
+
+@router.put(
+    "/memory/{label}",
+    responses={
+        201: {"model": BlockRead, "description": "Block created"},
+        412: {"model": ErrorBody, "description": "If-Match names a stale version"},
+    },
+)
+async def put_core_memory_block(
+    agent: AgentDep,
+    label: Label,
+    body: BlockWrite,
+    core: CoreMemoryDep,
+    response: Response,
+    if_match: Annotated[str | None, Header(description="the version you read; 412 when the block moved on")] = None,
+) -> BlockRead:
+    """Replace a block's value (and optionally limit, description, read-only flag); creates the block if absent."""
+    block, created = await core.write(
+        agent.id, label, body.value, source="api", expected_version=parse_if_match(if_match),
+        limit=body.limit, description=body.description, read_only=body.read_only,
+    )
+    response.status_code = 201 if created else 200
+    response.headers["ETag"] = f'"{block.version}"'
+    return block_read(block)
+
+
+@router.get("/memory/{label}/history")
+async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemoryDep) -> Page[RevisionRead]:
+    """Every revision of a block, newest first, with who made it (agent or api) and in which turn."""
+    revisions = await core.history(agent.id, label)
+    return Page[RevisionRead](
+        items=[RevisionRead(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at) for r in revisions]  # type: ignore[arg-type]
+    )
+
+
+@router.post("/archival", status_code=201)
+async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep) -> PassageRead:
+    """Add one passage to archival memory (embedded on insert)."""
+    [passage] = await archival.add(agent.id, [(body.content, body.tags)])
+    return passage_read(passage)
+
+
+@router.post("/archival/batch", status_code=201)
+async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep) -> PassageBatchRead:
+    """Add up to 500 passages at once."""
+    passages = await archival.add(agent.id, [(item.content, item.tags) for item in body.items])
+    return PassageBatchRead(items=[passage_read(p) for p in passages])
+
+
+@router.get("/archival")
+async def search_or_list_passages(
+    agent: AgentDep,
+    archival: ArchivalMemoryDep,
+    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    k: Annotated[int, Query(ge=1, le=100, description="results of a search")] = 10,
+    min_score: Annotated[float, Query(ge=0, le=1, description="drop search results scoring below this")] = 0.0,
+    tags: Tags = None,
+    after: datetime | None = None,
+    before: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=200, description="page size of a listing")] = 50,
+    cursor: str | None = None,
+) -> Page[PassageRead]:
+    """Hybrid search (vector + full-text, reciprocal-rank fusion) with `query`; otherwise list newest first."""
+    tag_list = split_tags(tags)
+    if query is not None:
+        matches = await archival.search(
+            agent.id, query, k=k, tags=tag_list, after=after, before=before, min_score=min_score,
+        )
+        return Page[PassageRead](items=[passage_read(m.passage, m.score, m.similarity) for m in matches])
+    rows = await archival.passages.newest(
+        agent.id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None,
+        tags=tag_list, after=after, before=before,
+    )
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+    return Page[PassageRead](items=[passage_read(p) for p in page], next_cursor=next_cursor)
+
+
+@router.get("/archival/{passage_id}")
+async def get_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> PassageRead:
+    """Read one passage."""
+    return passage_read(await archival.get(agent.id, passage_id))
+
+
+@router.delete("/archival/{passage_id}", status_code=204)
+async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> Response:
+    """Delete one passage."""
+    await archival.delete(agent.id, passage_id)
+    return Response(status_code=204)

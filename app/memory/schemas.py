@@ -1,0 +1,73 @@
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+DEFAULT_BLOCK_LIMIT = 2000
+MAX_BLOCK_LIMIT = 100_000
+MAX_PASSAGE_CHARS = 20_000
+MAX_TAGS = 16
+
+
+class BlockCreate(BaseModel):
+    label: str = Field(pattern=LABEL_PATTERN, description="lower-case identifier, e.g. `human`, `persona`")
+    value: str = ""
+    limit: int = Field(default=DEFAULT_BLOCK_LIMIT, ge=1, le=MAX_BLOCK_LIMIT, description="maximum characters")
+    description: str | None = Field(default=None, max_length=1000)
+    read_only: bool = False
+
+
+class BlockWrite(BaseModel):
+    value: str
+    limit: int | None = Field(default=None, ge=1, le=MAX_BLOCK_LIMIT)
+    description: str | None = Field(default=None, max_length=1000)
+    read_only: bool | None = None
+
+
+class BlockRead(BaseModel):
+    label: str
+    value: str
+    limit: int
+    description: str | None
+    read_only: bool
+    version: int
+    updated_at: datetime
+
+
+class CoreMemoryRead(BaseModel):
+    blocks: list[BlockRead]
+
+
+class RevisionRead(BaseModel):
+    version: int
+    value: str
+    source: Literal["agent", "api"]
+    turn_id: uuid.UUID | None
+    created_at: datetime
+
+
+Tag = str
+
+
+class PassageCreate(BaseModel):
+    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+
+
+class PassageBatchCreate(BaseModel):
+    items: list[PassageCreate] = Field(min_length=1, max_length=500)
+
+
+class PassageRead(BaseModel):
+    id: uuid.UUID
+    content: str
+    tags: list[str]
+    created_at: datetime
+    score: float | None = Field(default=None, description="searches only: reciprocal-rank fusion of vector and text ranks, scaled to 0..1")
+    similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
+
+
+class PassageBatchRead(BaseModel):
+    items: list[PassageRead]

@@ -1,0 +1,164 @@
+"""Core memory (bounded, versioned blocks) and archival memory (embedded passages): the rules both the API and
+the agent's tools go through."""
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
+from app.llm.embeddings import Embedder
+from app.memory import lexical
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
+from app.memory.repository import BlockRepository, PassageMatch, PassageRepository
+from app.memory.schemas import BlockCreate, DEFAULT_BLOCK_LIMIT
+from app.models_base import utcnow
+
+Source = Literal["agent", "api"]
+
+
+class BlockOverLimit(Unprocessable):
+    code = "block_over_limit"
+
+
+class BlockReadOnly(EngramError):
+    status_code = 403
+    code = "block_read_only"
+
+
+def over_limit_detail(block: MemoryBlock, new_length: int) -> str:
+    room = max(block.char_limit - len(block.value), 0)
+    return (
+        f"core memory block '{block.label}' would hold {new_length} characters, over its limit of {block.char_limit} "
+        f"({len(block.value)} used, {room} left). Condense the block (rewrite it shorter with core_memory_update) "
+        f"or move details to archival memory with archival_memory_create."
+    )
+
+
+class CoreMemory:
+    def __init__(self, session: AsyncSession):
+        self.blocks = BlockRepository(session)
+
+    async def blocks_of(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
+        return await self.blocks.of_agent(agent_id)
+
+    async def create_blocks(self, agent_id: uuid.UUID, specs: list[BlockCreate]) -> None:
+        for spec in specs:
+            if len(spec.value) > spec.limit:
+                raise Unprocessable(f"block '{spec.label}' has {len(spec.value)} characters, over its limit of {spec.limit}")
+            block = await self.blocks.add(
+                MemoryBlock(
+                    agent_id=agent_id, label=spec.label, value=spec.value, char_limit=spec.limit,
+                    description=spec.description, read_only=spec.read_only,
+                )
+            )
+            await self._record(block, "api", None)
+
+    async def get(self, agent_id: uuid.UUID, label: str) -> MemoryBlock:
+        block = await self.blocks.get(agent_id, label)
+        if block is None:
+            raise NotFound(f"agent has no core memory block '{label}'")
+        return block
+
+    async def write(
+        self,
+        agent_id: uuid.UUID,
+        label: str,
+        value: str,
+        *,
+        source: Source,
+        turn_id: uuid.UUID | None = None,
+        expected_version: int | None = None,
+        limit: int | None = None,
+        description: str | None = None,
+        read_only: bool | None = None,
+    ) -> tuple[MemoryBlock, bool]:
+        """Replace a block's value (creating it for the API); returns (block, created). Row-locked: no lost updates."""
+        block = await self.blocks.get(agent_id, label, for_update=True)
+        created = block is None
+        if block is None:
+            if source == "agent":
+                raise NotFound(f"there is no core memory block '{label}'")
+            if expected_version is not None:
+                raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
+            block = MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
+        if expected_version is not None and block.version != expected_version:
+            raise PreconditionFailed(f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry")
+        if source == "agent" and block.read_only:
+            raise BlockReadOnly(f"core memory block '{label}' is read-only")
+        if limit is not None:
+            block.char_limit = limit
+        if len(value) > block.char_limit:
+            raise BlockOverLimit(over_limit_detail(block, len(value)))
+        if description is not None:
+            block.description = description
+        if read_only is not None:
+            block.read_only = read_only
+        block.value = value
+        block.version += 1
+        block.updated_at = utcnow()
+        await self.blocks.add(block)
+        await self._record(block, source, turn_id)
+        return block, created
+
+    async def history(self, agent_id: uuid.UUID, label: str) -> Sequence[MemoryBlockRevision]:
+        return await self.blocks.history((await self.get(agent_id, label)).id)
+
+    async def _record(self, block: MemoryBlock, source: Source, turn_id: uuid.UUID | None) -> None:
+        await self.blocks.add_revision(
+            MemoryBlockRevision(block_id=block.id, version=block.version, value=block.value, source=source, turn_id=turn_id)
+        )
+
+
+class ArchivalMemory:
+    def __init__(self, session: AsyncSession, embedder: Embedder):
+        self.passages = PassageRepository(session)
+        self.embedder = embedder
+
+    async def add(self, agent_id: uuid.UUID, items: list[tuple[str, list[str]]]) -> list[ArchivalPassage]:
+        vectors = await self.embedder.embed([content for content, _ in items])
+        passages = [
+            ArchivalPassage(
+                agent_id=agent_id, content=content, tags=normalise_tags(tags), embedding=vector,
+                embedding_model=self.embedder.model, search_text=lexical.search_text(content),
+            )
+            for (content, tags), vector in zip(items, vectors, strict=True)
+        ]
+        return await self.passages.add_all(passages)
+
+    async def search(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        *,
+        k: int = 5,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        min_score: float = 0.0,
+    ) -> list[PassageMatch]:
+        [embedding] = await self.embedder.embed([query])
+        matches = await self.passages.hybrid_search(
+            agent_id, embedding=embedding, tsquery=lexical.tsquery(query), k=k,
+            tags=normalise_tags(tags or []), after=after, before=before,
+        )
+        return [m for m in matches if m.score >= min_score]
+
+    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage:
+        passage = await self.passages.get(agent_id, passage_id)
+        if passage is None:
+            raise NotFound(f"no archival passage {passage_id}")
+        return passage
+
+    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
+        if not await self.passages.delete(agent_id, passage_id):
+            raise NotFound(f"no archival passage {passage_id}")
+
+
+def normalise_tags(tags: list[str]) -> list[str]:
+    cleaned = [t.strip().lower() for t in tags if t and t.strip()]
+    if any(len(t) > 64 for t in cleaned):
+        raise Unprocessable("tags are at most 64 characters each")
+    return list(dict.fromkeys(cleaned))
