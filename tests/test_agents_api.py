@@ -1,0 +1,92 @@
+import uuid
+
+from fastapi.testclient import TestClient
+
+
+def test_create_agent_with_default_blocks(client: TestClient) -> None:
+    response = client.post("/v1/agents", json={"name": "Hana"})
+    assert response.status_code == 201
+    body = response.json()
+    assert body["name"] == "Hana"
+    assert {b["label"] for b in body["blocks"]} == {"persona", "human"}
+    assert all(b["version"] == 1 and b["limit"] == 2000 for b in body["blocks"])
+
+
+def test_create_agent_with_custom_blocks(client: TestClient) -> None:
+    blocks = [{"label": "human", "value": "名前: 花子", "limit": 100}, {"label": "rules", "value": "be kind", "read_only": True}]
+    body = client.post("/v1/agents", json={"name": "x", "blocks": blocks, "model": "gemini-2.5-flash"}).json()
+    by_label = {b["label"]: b for b in body["blocks"]}
+    assert by_label["human"] == {**by_label["human"], "value": "名前: 花子", "limit": 100}
+    assert by_label["rules"]["read_only"] is True
+    assert body["model"] == "gemini-2.5-flash"
+
+
+def test_read_update_delete_agent(client: TestClient, agent: dict) -> None:
+    path = f"/v1/agents/{agent['id']}"
+    assert client.get(path).json()["id"] == agent["id"]
+    patched = client.patch(path, json={"name": "Renamed", "system": "Be brief."}).json()
+    assert (patched["name"], patched["system"]) == ("Renamed", "Be brief.")
+    client.post(f"{path}/archival", json={"content": "something"})
+    assert client.delete(path).status_code == 204
+    assert client.get(path).status_code == 404
+    assert client.get(f"{path}/archival").status_code == 404
+
+
+def test_list_agents_paginates(client: TestClient) -> None:
+    created = {client.post("/v1/agents", json={"name": f"p{i}"}).json()["id"] for i in range(3)}
+    seen: set[str] = set()
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/v1/agents", params=params).json()
+        assert len(page["items"]) <= 2
+        seen |= {a["id"] for a in page["items"]}
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert created <= seen
+
+
+def test_bad_ids_and_bodies(client: TestClient, agent: dict) -> None:
+    unknown = uuid.uuid4()
+    cases = [
+        ("GET", "/v1/agents/not-a-uuid", None, 422),
+        ("GET", f"/v1/agents/{unknown}", None, 404),
+        ("PATCH", f"/v1/agents/{unknown}", {"name": "x"}, 404),
+        ("DELETE", f"/v1/agents/{unknown}", None, 404),
+        ("POST", "/v1/agents", {}, 422),
+        ("POST", "/v1/agents", {"name": ""}, 422),
+        ("POST", "/v1/agents", {"name": "x", "blocks": [{"label": "Bad Label"}]}, 422),
+        ("POST", "/v1/agents", {"name": "x", "blocks": [{"label": "a"}, {"label": "a"}]}, 422),
+        ("POST", "/v1/agents", {"name": "x", "blocks": [{"label": "a", "value": "toolong", "limit": 3}]}, 422),
+        ("PATCH", f"/v1/agents/{agent['id']}", {"name": None}, 422),
+        ("GET", "/v1/agents?cursor=garbage", None, 422),
+        ("GET", "/v1/agents?limit=0", None, 422),
+        ("POST", f"/v1/agents/{agent['id']}/chat", {"message": ""}, 422),
+        ("POST", f"/v1/agents/{agent['id']}/chat", {"text": "hi"}, 422),
+        ("POST", f"/v1/agents/{unknown}/chat", {"message": "hi"}, 404),
+        ("GET", f"/v1/agents/{agent['id']}/turns/{unknown}", None, 404),
+        ("GET", f"/v1/agents/{agent['id']}/turns/nope", None, 422),
+        ("GET", f"/v1/agents/{agent['id']}/memory/nope/history", None, 404),
+        ("GET", f"/v1/agents/{agent['id']}/archival/{unknown}", None, 404),
+        ("DELETE", f"/v1/agents/{agent['id']}/archival/{unknown}", None, 404),
+        ("POST", f"/v1/agents/{agent['id']}/archival", {"content": ""}, 422),
+        ("GET", f"/v1/agents/{agent['id']}/archival?k=0&query=x", None, 422),
+        ("GET", "/v1/nothing-here", None, 404),
+    ]
+    for method, url, body, status in cases:
+        response = client.request(method, url, json=body)
+        assert response.status_code == status, (method, url, response.text)
+        error = response.json()
+        assert set(error) >= {"error", "detail"} and error["detail"], (method, url, error)
+
+
+def test_malformed_json_body_is_422(client: TestClient) -> None:
+    response = client.post("/v1/agents", content=b"{not json", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_request"
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}

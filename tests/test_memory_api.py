@@ -1,0 +1,105 @@
+from fastapi.testclient import TestClient
+
+
+def block_path(agent: dict, label: str) -> str:
+    return f"/v1/agents/{agent['id']}/memory/{label}"
+
+
+def test_put_block_versions_and_history(client: TestClient, agent: dict) -> None:
+    first = client.put(block_path(agent, "human"), json={"value": "名前: 太郎"}, headers={"If-Match": "1"})
+    assert first.status_code == 200, first.text
+    assert first.json()["version"] == 2 and first.headers["etag"] == '"2"'
+    second = client.put(block_path(agent, "human"), json={"value": "名前: 次郎"}, headers={"If-Match": '"2"'})
+    assert second.json()["version"] == 3
+    history = client.get(block_path(agent, "human") + "/history").json()["items"]
+    assert [(r["version"], r["value"], r["source"]) for r in history] == [
+        (3, "名前: 次郎", "api"), (2, "名前: 太郎", "api"), (1, "", "api"),
+    ]
+    memory = client.get(f"/v1/agents/{agent['id']}/memory").json()
+    assert {b["label"]: b["value"] for b in memory["blocks"]}["human"] == "名前: 次郎"
+
+
+def test_stale_if_match_is_412_and_changes_nothing(client: TestClient, agent: dict) -> None:
+    client.put(block_path(agent, "human"), json={"value": "v2"})
+    stale = client.put(block_path(agent, "human"), json={"value": "lost update"}, headers={"If-Match": "1"})
+    assert stale.status_code == 412
+    assert stale.json()["error"] == "precondition_failed"
+    assert client.get(f"/v1/agents/{agent['id']}").json()["blocks"][0]["value"] == "v2"
+    assert client.put(block_path(agent, "human"), json={"value": "x"}, headers={"If-Match": "abc"}).status_code == 422
+
+
+def test_put_creates_block_and_enforces_limit(client: TestClient, agent: dict) -> None:
+    created = client.put(block_path(agent, "project"), json={"value": "Engram", "limit": 10, "description": "current work"})
+    assert created.status_code == 201
+    assert created.json() == {**created.json(), "label": "project", "limit": 10, "version": 1}
+    over = client.put(block_path(agent, "project"), json={"value": "x" * 11})
+    assert over.status_code == 422
+    assert "limit of 10" in over.json()["detail"]
+    raised = client.put(block_path(agent, "project"), json={"value": "x" * 11, "limit": 20})
+    assert raised.status_code == 200 and raised.json()["limit"] == 20
+    assert client.put(block_path(agent, "Bad-Label"), json={"value": "x"}).status_code == 422
+    assert client.put(block_path(agent, "project"), json={"value": "x", "limit": 0}).status_code == 422
+
+
+def test_archival_add_get_list_delete(client: TestClient, agent: dict) -> None:
+    base = f"/v1/agents/{agent['id']}/archival"
+    one = client.post(base, json={"content": "The user likes green tea", "tags": ["Food", "drink"]})
+    assert one.status_code == 201
+    assert one.json()["tags"] == ["food", "drink"]
+    batch = client.post(f"{base}/batch", json={"items": [{"content": f"note {i}"} for i in range(3)]})
+    assert batch.status_code == 201 and len(batch.json()["items"]) == 3
+    assert client.get(f"{base}/{one.json()['id']}").json()["content"] == "The user likes green tea"
+    listed = client.get(base, params={"limit": 2})
+    page1 = listed.json()
+    assert len(page1["items"]) == 2 and page1["next_cursor"]
+    page2 = client.get(base, params={"limit": 2, "cursor": page1["next_cursor"]}).json()
+    assert len(page2["items"]) == 2 and page2["next_cursor"] is None
+    assert {p["id"] for p in page1["items"] + page2["items"]} == {one.json()["id"], *(p["id"] for p in batch.json()["items"])}
+    assert [p["id"] for p in client.get(base, params={"tags": "food"}).json()["items"]] == [one.json()["id"]]
+    assert client.delete(f"{base}/{one.json()['id']}").status_code == 204
+    assert client.get(f"{base}/{one.json()['id']}").status_code == 404
+
+
+def test_hybrid_search_ranks_relevant_passages_in_english_and_japanese(client: TestClient, agent: dict) -> None:
+    base = f"/v1/agents/{agent['id']}/archival"
+    contents = [
+        "ユーザーの好きな食べ物はラーメンです",
+        "ユーザーは東京に住んでいる",
+        "The user's sister is called Aiko and lives in Osaka",
+        "The user plays tennis every Sunday morning",
+        "The user is allergic to peanuts",
+    ]
+    client.post(f"{base}/batch", json={"items": [{"content": c} for c in contents]})
+    for query, expected in [
+        ("好きな食べ物は何ですか", contents[0]),
+        ("ラーメン", contents[0]),
+        ("東京", contents[1]),
+        ("What is my sister's name?", contents[2]),
+        ("Which sport do I play on weekends?", contents[3]),
+        ("peanuts", contents[4]),
+    ]:
+        hits = client.get(base, params={"query": query, "k": 3}).json()["items"]
+        assert hits[0]["content"] == expected, (query, [h["content"] for h in hits])
+        assert 0 < hits[0]["score"] <= 1 and hits[0]["score"] >= hits[-1]["score"]
+
+
+def test_search_filters_and_min_score(client: TestClient, agent: dict) -> None:
+    base = f"/v1/agents/{agent['id']}/archival"
+    client.post(base, json={"content": "Coffee with oat milk every morning", "tags": ["habit"]})
+    client.post(base, json={"content": "Coffee beans from Ethiopia are the favourite", "tags": ["taste"]})
+    tagged = client.get(base, params={"query": "coffee", "tags": "taste"}).json()["items"]
+    assert [h["content"] for h in tagged] == ["Coffee beans from Ethiopia are the favourite"]
+    everything = client.get(base, params={"query": "coffee"}).json()["items"]
+    assert len(everything) == 2
+    ranked = client.get(base, params={"query": "Ethiopian coffee beans"}).json()["items"]
+    assert ranked[0]["score"] > ranked[1]["score"]
+    strict = client.get(base, params={"query": "Ethiopian coffee beans", "min_score": ranked[0]["score"]}).json()["items"]
+    assert [h["id"] for h in strict] == [ranked[0]["id"]]
+    assert client.get(base, params={"query": "coffee", "before": "2000-01-01T00:00:00Z"}).json()["items"] == []
+
+
+def test_agents_do_not_see_each_others_memory(client: TestClient, agent: dict) -> None:
+    other = client.post("/v1/agents", json={"name": "other"}).json()
+    passage = client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "secret plan"}).json()
+    assert client.get(f"/v1/agents/{other['id']}/archival/{passage['id']}").status_code == 404
+    assert client.get(f"/v1/agents/{other['id']}/archival", params={"query": "secret plan"}).json()["items"] == []
