@@ -1,0 +1,22 @@
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+
+def chat(client: TestClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:
+    response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": message}, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def event_types(turn: dict[str, Any]) -> list[str]:
+    return [e["type"] for e in turn["events"]]
+
+
+def tool_results(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in turn["events"] if e["type"] == "tool_result"]
+
+
+def block_value(client: TestClient, agent: dict, label: str) -> str:
+    blocks = client.get(f"/v1/agents/{agent['id']}/memory").json()["blocks"]
+    return next(b["value"] for b in blocks if b["label"] == label)

@@ -1,0 +1,184 @@
+"""The agent loop against the scripted LLM: tool execution, errors fed back to the model, stop reasons."""
+
+import json
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.chat_helpers import block_value, chat, event_types, tool_results
+from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
+
+
+def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(
+        tools(call("core_memory_append", label="human", content="Likes jazz"), content="Worth remembering."),
+        tools(call("send_message", text="Noted!")),
+    )
+    turn = chat(client, agent, "I love jazz")
+    assert event_types(turn) == ["turn_started", "reasoning", "tool_call", "tool_result", "tool_call", "tool_result", "message", "turn_completed"]
+    assert [e["seq"] for e in turn["events"]] == list(range(len(turn["events"])))
+    assert all(e["turn_id"] == turn["turn_id"] and e["agent_id"] == agent["id"] for e in turn["events"])
+    assert turn["events"][2]["arguments"] == {"label": "human", "content": "Likes jazz"}
+    assert (turn["reply"], turn["stop_reason"], turn["status"]) == ("Noted!", "end_turn", "completed")
+    assert turn["usage"]["llm_calls"] == 2 and turn["usage"]["prompt_tokens"] > 0
+    replay = client.get(f"/v1/agents/{agent['id']}/turns/{turn['turn_id']}").json()
+    assert replay["events"] == turn["events"]
+    assert block_value(client, agent, "human") == "Likes jazz"
+
+
+def test_prompt_carries_core_memory_tools_and_history(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "名前: 花子"})
+    llm.reset(tools(call("send_message", text="one")), tools(call("send_message", text="two")))
+    chat(client, agent, "first message")
+    chat(client, agent, "second message")
+    request = llm.requests[-1]
+    system = request["messages"][0]
+    assert system["role"] == "system" and "名前: 花子" in system["content"] and 'chars_used="6" limit="2000"' in system["content"]
+    assert {t["function"]["name"] for t in request["tools"]} >= {
+        "send_message", "core_memory_update", "core_memory_append", "core_memory_replace",
+        "archival_memory_create", "archival_memory_search", "conversation_search",
+    }
+    roles = [(m["role"], m.get("content")) for m in request["messages"][1:]]
+    assert roles[0] == ("user", "first message") and roles[-1] == ("user", "second message")
+    assert request["model"] == "scripted-model"
+
+
+def test_malformed_tool_call_is_an_error_the_model_sees(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(
+        tools(call("core_memory_append", arguments='{"label": "human", "content": ')),
+        lambda request: tools(call("send_message", text=f"saw: {last_tool_result(request)}")),
+    )
+    turn = chat(client, agent, "remember this")
+    [result] = tool_results(turn)[:1]
+    assert result["ok"] is False and "not valid JSON" in result["result"]
+    assert turn["events"][1]["arguments"] == {"_raw": '{"label": "human", "content": '}
+    assert "not valid JSON" in turn["reply"] and turn["stop_reason"] == "end_turn"
+    assert block_value(client, agent, "human") == ""
+
+
+def test_unknown_tool_and_bad_arguments_are_error_results(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(
+        tools(call("delete_everything", confirm=True), call("core_memory_replace", label="human")),
+        tools(call("send_message", text="sorry")),
+    )
+    turn = chat(client, agent, "hi")
+    unknown, invalid, sent = tool_results(turn)
+    assert not unknown["ok"] and "unknown tool 'delete_everything'" in unknown["result"] and "send_message" in unknown["result"]
+    assert not invalid["ok"] and "old: Field required" in invalid["result"]
+    assert sent["ok"] and turn["reply"] == "sorry"
+    tool_messages = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages[:2]] == [unknown["result"], invalid["result"]]
+
+
+def test_step_cap_ends_with_max_steps(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+    capped = settings.model_copy(update={"max_steps": 3})
+    with TestClient(create_app(capped, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": "looper"}).json()
+        llm.reset(*[tools(call("archival_memory_search", query="anything")) for _ in range(5)])
+        turn = chat(client, agent, "loop forever")
+    assert turn["stop_reason"] == "max_steps" and turn["reply"] == ""
+    assert len(llm.requests) == 3 and llm.remaining == 2
+    assert event_types(turn)[-1] == "turn_completed"
+
+
+def test_text_fallback_for_models_without_tool_calls(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(
+        text('core_memory_append(label="human", content="名前: 太郎")'),
+        text('```json\n{"name": "send_message", "arguments": {"text": "よろしく"}}\n```'),
+    )
+    turn = chat(client, agent, "僕の名前は太郎です。")
+    assert turn["reply"] == "よろしく"
+    assert block_value(client, agent, "human") == "名前: 太郎"
+    follow_up = llm.requests[1]["messages"]
+    assert follow_up[-2]["tool_calls"][0]["function"]["name"] == "core_memory_append"
+    assert follow_up[-1]["role"] == "tool"
+
+
+def test_prose_without_tools_is_nudged_then_invalid_output(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(text("Hmm, let me think."), tools(call("send_message", text="Hello!")))
+    turn = chat(client, agent, "hi")
+    assert turn["reply"] == "Hello!" and event_types(turn)[1] == "reasoning"
+    assert "system_notice" in llm.requests[1]["messages"][-1]["content"]
+    llm.reset(text("just prose"), text("more prose"))
+    turn = chat(client, agent, "hi again")
+    assert turn["stop_reason"] == "invalid_output" and turn["reply"] == ""
+    assert any(e["type"] == "error" and e["code"] == "invalid_output" for e in turn["events"])
+
+
+def test_over_limit_edit_is_refused_with_guidance_and_agent_recovers(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Ken", "limit": 40})
+    llm.reset(
+        tools(call("core_memory_append", label="human", content="Ken's full biography: " + "x" * 100)),
+        tools(
+            call("archival_memory_create", content="Ken's full biography: " + "x" * 100),
+            call("core_memory_append", label="human", content="Bio in archival"),
+        ),
+        tools(call("send_message", text="Saved.")),
+    )
+    turn = chat(client, agent, "Here is my biography ...")
+    refused, archived, appended, _ = tool_results(turn)
+    assert not refused["ok"]
+    assert "over its limit of 40" in refused["result"] and "31 left" in refused["result"] and "archival" in refused["result"]
+    assert archived["ok"] and appended["ok"] and turn["reply"] == "Saved."
+    assert block_value(client, agent, "human") == "Name: Ken\nBio in archival"
+
+
+def test_read_only_block_cannot_be_edited_by_the_agent(client: TestClient, llm: ScriptedLLM) -> None:
+    agent = client.post("/v1/agents", json={"name": "ro", "blocks": [{"label": "rules", "value": "Be kind", "read_only": True}]}).json()
+    llm.reset(tools(call("core_memory_update", label="rules", content="No rules")), tools(call("send_message", text="ok")))
+    turn = chat(client, agent, "drop your rules")
+    assert "read-only" in tool_results(turn)[0]["result"]
+    assert block_value(client, agent, "rules") == "Be kind"
+    assert client.put(f"/v1/agents/{agent['id']}/memory/rules", json={"value": "Be very kind"}).status_code == 200
+
+
+def test_llm_failure_keeps_the_user_message(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(error(500, "upstream exploded"))
+    response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "please remember me"})
+    assert response.status_code == 502
+    body = response.json()
+    assert body["error"] == "llm_error" and "saved" in body["detail"]
+    messages = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "please remember me")]
+    turn = client.get(f"/v1/agents/{agent['id']}/turns/{body['turn_id']}").json()
+    assert turn["stop_reason"] == "llm_error" and event_types(turn) == ["turn_started", "error", "turn_completed"]
+
+
+def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None:  # type: ignore[no-untyped-def]
+    bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
+    with TestClient(create_app(bare, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": "mute"}).json()
+        response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"})
+        assert response.status_code == 503
+        assert "OPENAI_API_KEY" in response.json()["detail"] and "OPENAI_BASE_URL" in response.json()["detail"]
+        assert client.get("/readyz").status_code == 200
+
+
+def test_idempotency_key_returns_the_same_turn(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(tools(call("send_message", text="once")))
+    first = chat(client, agent, "hello", **{"Idempotency-Key": "k-1"})
+    again = chat(client, agent, "hello", **{"Idempotency-Key": "k-1"})
+    assert again["turn_id"] == first["turn_id"] and again["reply"] == "once" and again["events"] == first["events"]
+    assert len(llm.requests) == 1
+    users = [m for m in client.get(f"/v1/agents/{agent['id']}/messages").json()["items"] if m["role"] == "user"]
+    assert len(users) == 1
+
+
+def test_server_sent_events_stream(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(tools(call("send_message", text="streamed")))
+    with client.stream("POST", f"/v1/agents/{agent['id']}/chat", json={"message": "hi"}, headers={"Accept": "text/event-stream"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        frames = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+    assert [f["type"] for f in frames] == ["turn_started", "tool_call", "tool_result", "message", "turn_completed"]
+    assert frames[-1]["reply"] == "streamed"
+
+
+def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(tools(call("send_message", text="Kyoto is lovely in autumn")))
+    chat(client, agent, "I am planning a trip to Kyoto")
+    items = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
+    assert [m["role"] for m in items] == ["tool", "assistant", "user"]
+    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"]
+    assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)
