@@ -1,0 +1,94 @@
+"""Start-up: migrations by command, the embedding-dimension guard, turns orphaned by a dead process, busy agents."""
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app import db
+from app.llm.embeddings import LocalEmbedder
+from app.main import create_app
+from app.settings import Settings
+from tests.conftest import create_database
+from tests.scripted_llm import ScriptedLLM, call, tools
+
+
+def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
+    url = create_database(postgres_server, f"engram_migrate_{uuid.uuid4().hex[:8]}")
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+
+    async def stored() -> int | None:
+        engine = db.create_engine(url)
+        try:
+            return await db.stored_embedding_dim(engine)
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(stored()) == 384
+
+
+def test_a_different_embedding_dimension_is_a_clear_startup_error(database_url: str, embedder: LocalEmbedder) -> None:
+    wrong = Settings(database_url=database_url, embedding_provider="openai", embedding_dim=768, migrate_on_start=False)
+    with pytest.raises(db.SchemaMismatch, match="stores 384-dimensional embeddings but the configured embedder gives 768"):
+        with TestClient(create_app(wrong, embedder=embedder)):
+            pass
+
+
+def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient, settings: Settings, embedder: LocalEmbedder) -> None:
+    agent = client.post("/v1/agents", json={"name": "crashy"}).json()
+    turn_id = uuid.uuid4()
+
+    async def orphan() -> None:
+        engine = db.create_engine(settings.database_url or "")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("INSERT INTO turns (id, agent_id, status, message, usage) VALUES (:t, :a, 'running', 'hello', '{}')"),
+                {"t": turn_id, "a": agent["id"]},
+            )
+            await conn.execute(
+                text("INSERT INTO turn_events (turn_id, seq, agent_id, payload) VALUES (:t, 0, :a, CAST(:p AS jsonb))"),
+                {"t": turn_id, "a": agent["id"], "p": f'{{"type": "turn_started", "agent_id": "{agent["id"]}", "turn_id": "{turn_id}", "seq": 0, "message": "hello"}}'},
+            )
+        await engine.dispose()
+
+    asyncio.run(orphan())
+    with TestClient(create_app(settings, embedder=embedder)) as restarted:
+        turn = restarted.get(f"/v1/agents/{agent['id']}/turns/{turn_id}").json()
+    assert turn["status"] == "interrupted" and turn["stop_reason"] == "interrupted"
+    assert [e["type"] for e in turn["events"]] == ["turn_started", "turn_completed"]
+
+
+def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
+    impatient = settings.model_copy(update={"turn_lock_timeout_seconds": 0.5})
+    started = threading.Event()
+
+    def slow_reply(request: dict) -> dict:
+        started.set()
+        time.sleep(2)
+        return tools(call("send_message", text="done"))
+
+    with TestClient(create_app(impatient, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": "busy"}).json()
+        other = client.post("/v1/agents", json={"name": "free"}).json()
+        llm.reset(slow_reply, tools(call("send_message", text="other agent")))
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, f"/v1/agents/{agent['id']}/chat", json={"message": "one"})
+            assert started.wait(10)
+            second = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "two"})
+            elsewhere = client.post(f"/v1/agents/{other['id']}/chat", json={"message": "meanwhile"})
+            assert first.result().status_code == 200
+        assert second.status_code == 409
+        assert second.json()["error"] == "agent_busy" and int(second.headers["retry-after"]) >= 1
+        assert elsewhere.status_code == 200 and elsewhere.json()["reply"] == "other agent"
