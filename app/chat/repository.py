@@ -87,23 +87,11 @@ class MessageRepository:
         after: datetime | None = None,
         before: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
-        where = ["agent_id = :agent_id", "role IN ('user', 'assistant')"]
-        params: dict[str, object] = {"agent_id": agent_id}
-        if below_seq is not None:
-            where.append("seq < :below_seq")
-            params["below_seq"] = below_seq
-        if after:
-            where.append("created_at > :after")
-            params["after"] = after
-        if before:
-            where.append("created_at < :before")
-            params["before"] = before
-        hits = await hybrid_search(self.session, "messages", where=where, params=params, embedding=embedding, tsquery=tsquery, k=k)
-        if not hits:
-            return []
-        rows = (await self.session.scalars(select(Message).where(Message.id.in_([h.id for h in hits])))).all()
-        by_id = {m.id: m for m in rows}
-        return [(by_id[h.id], h) for h in hits if h.id in by_id]
+        below = ["seq < :below_seq"] if below_seq is not None else []
+        return await hybrid_search(
+            self.session, Message, agent_id, embedding=embedding, tsquery=tsquery, k=k,
+            where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
+        )
 
     async def count(self, agent_id: uuid.UUID) -> int:
         return int((await self.session.scalar(select(func.count()).where(Message.agent_id == agent_id))) or 0)

@@ -3,15 +3,20 @@ fused with reciprocal-rank fusion. Shared by archival passages and recall messag
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 RRF_K = 60
 CANDIDATES_PER_LIST = 100
 # Scales the fused score to 0..1: 1 is first in both lists.
 _RRF_MAX = 2.0 / (RRF_K + 1)
+
+Mode = Literal["hybrid", "vector", "text"]
+Row = TypeVar("Row", bound=SQLModel)
 
 
 @dataclass
@@ -21,20 +26,22 @@ class Hit:
     similarity: float
 
 
-def _sql(table: str, where: str) -> str:
+def _sql(table: str, where: str, mode: Mode) -> str:
+    vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
+    lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     return f"""
 WITH vec AS (
     SELECT id, row_number() OVER (ORDER BY embedding <=> CAST(:embedding AS vector)) AS rank
     FROM {table}
     WHERE {where} AND embedding IS NOT NULL
     ORDER BY embedding <=> CAST(:embedding AS vector)
-    LIMIT {CANDIDATES_PER_LIST}
+    LIMIT {vec_limit}
 ), lex AS (
     SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, q, 1) DESC, created_at DESC) AS rank
     FROM {table}, to_tsquery('simple', :tsquery) AS q
     WHERE {where} AND :tsquery <> '' AND tsv @@ q
     ORDER BY ts_rank_cd(tsv, q, 1) DESC, created_at DESC
-    LIMIT {CANDIDATES_PER_LIST}
+    LIMIT {lex_limit}
 ), fused AS (
     SELECT id, coalesce(1.0 / ({RRF_K} + vec.rank), 0) + coalesce(1.0 / ({RRF_K} + lex.rank), 0) AS rrf
     FROM vec FULL OUTER JOIN lex USING (id)
@@ -49,17 +56,33 @@ LIMIT :k
 
 async def hybrid_search(
     session: AsyncSession,
-    table: str,
+    model: type[Row],
+    agent_id: uuid.UUID,
     *,
-    where: list[str],
-    params: dict[str, Any],
     embedding: list[float],
     tsquery: str | None,
     k: int,
-) -> list[Hit]:
-    """`where` holds trusted SQL conditions over `table` whose values are bound through `params`."""
+    where: list[str] | None = None,
+    params: dict[str, Any] | None = None,
+    after: datetime | None = None,
+    before: datetime | None = None,
+    mode: Mode = "hybrid",
+) -> list[tuple[Row, Hit]]:
+    """`where`: extra trusted SQL conditions over the table, their values bound through `params`."""
+    where = ["agent_id = :agent_id", *(where or [])]
+    params = {**(params or {}), "agent_id": agent_id, "embedding": str(embedding), "tsquery": tsquery or "", "k": k}
+    if after:
+        where.append("created_at > :after")
+        params["after"] = after
+    if before:
+        where.append("created_at < :before")
+        params["before"] = before
     # Without iterative scans, an HNSW scan filtered to one agent can return fewer rows than asked for.
     await session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    bound = {**params, "embedding": str(embedding), "tsquery": tsquery or "", "k": k}
-    rows = (await session.execute(text(_sql(table, " AND ".join(where) or "true")), bound)).all()
-    return [Hit(row.id, float(row.score), float(row.similarity)) for row in rows]
+    table = model.__tablename__  # type: ignore[attr-defined]
+    hits = [Hit(r.id, float(r.score), float(r.similarity)) for r in (await session.execute(text(_sql(table, " AND ".join(where), mode)), params)).all()]
+    if not hits:
+        return []
+    rows = (await session.scalars(select(model).where(model.id.in_([h.id for h in hits])))).all()  # type: ignore[attr-defined]
+    by_id = {row.id: row for row in rows}  # type: ignore[attr-defined]
+    return [(by_id[h.id], h) for h in hits if h.id in by_id]

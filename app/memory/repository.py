@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import and_, delete, or_, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.hybrid import hybrid_search
+from app.memory.hybrid import Mode, hybrid_search
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
 
 
@@ -107,23 +107,10 @@ class PassageRepository:
         tags: list[str] | None = None,
         after: datetime | None = None,
         before: datetime | None = None,
+        mode: Mode = "hybrid",
     ) -> list[PassageMatch]:
-        where = ["agent_id = :agent_id"]
-        params: dict[str, object] = {"agent_id": agent_id}
-        if tags:
-            where.append("tags @> CAST(:tags AS text[])")
-            params["tags"] = tags
-        if after:
-            where.append("created_at > :after")
-            params["after"] = after
-        if before:
-            where.append("created_at < :before")
-            params["before"] = before
-        hits = await hybrid_search(
-            self.session, "archival_passages", where=where, params=params, embedding=embedding, tsquery=tsquery, k=k
+        found = await hybrid_search(
+            self.session, ArchivalPassage, agent_id, embedding=embedding, tsquery=tsquery, k=k, mode=mode,
+            where=["tags @> CAST(:tags AS text[])"] if tags else [], params={"tags": tags}, after=after, before=before,
         )
-        if not hits:
-            return []
-        query = select(ArchivalPassage).where(ArchivalPassage.id.in_([h.id for h in hits]))
-        by_id = {p.id: p for p in (await self.session.scalars(query)).all()}
-        return [PassageMatch(by_id[h.id], h.score, h.similarity) for h in hits if h.id in by_id]
+        return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]

@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory import lexical
+from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
 from app.memory.repository import BlockRepository, PassageMatch, PassageRepository
 from app.memory.schemas import BlockCreate, DEFAULT_BLOCK_LIMIT
@@ -138,11 +139,12 @@ class ArchivalMemory:
         after: datetime | None = None,
         before: datetime | None = None,
         min_score: float = 0.0,
+        mode: Mode = "hybrid",
     ) -> list[PassageMatch]:
         [embedding] = await self.embedder.embed([query])
         matches = await self.passages.hybrid_search(
             agent_id, embedding=embedding, tsquery=lexical.tsquery(query), k=k,
-            tags=normalise_tags(tags or []), after=after, before=before,
+            tags=normalise_tags(tags or []), after=after, before=before, mode=mode,
         )
         return [m for m in matches if m.score >= min_score]
 
