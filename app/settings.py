@@ -35,7 +35,16 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None  # defaults to OPENAI_API_KEY
 
     max_steps: int = Field(default=10, ge=1, le=100)
-    context_messages: int = Field(default=40, ge=4, le=1000)
+    # Context window management (tokens are counted offline, see app/chat/tokens.py).
+    context_window_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)
+    model_context_windows: dict[str, int] = Field(default_factory=dict, description='JSON, e.g. {"gpt-4o-mini": 128000}')
+    context_warn_fraction: float = Field(default=0.7, gt=0, lt=1)
+    context_evict_fraction: float = Field(default=0.9, gt=0, le=1)
+    context_target_fraction: float = Field(default=0.5, gt=0, lt=1)
+
+    # Memories searched with the user's message at the start of a turn and put into the prompt.
+    auto_retrieval: bool = True
+    auto_retrieval_k: int = Field(default=3, ge=1, le=10)
     turn_lock_timeout_seconds: float = 30.0
 
     @model_validator(mode="after")
@@ -47,6 +56,9 @@ class Settings(BaseSettings):
             self.embedding_model = self.embedding_model or "text-embedding-3-small"
             self.embedding_dim = self.embedding_dim or 1536
         return self
+
+    def context_window_for(self, model: str) -> int:
+        return self.model_context_windows.get(model, self.context_window_tokens)
 
     @property
     def llm_configured(self) -> bool:

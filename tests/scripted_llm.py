@@ -44,6 +44,7 @@ def last_tool_result(request: dict[str, Any]) -> str:
 class ScriptedLLM:
     def __init__(self) -> None:
         self.script: deque[Reply] = deque()
+        self.fallback: Reply | None = None  # answers when the script is empty
         self.requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -66,9 +67,10 @@ class ScriptedLLM:
         self._server.should_exit = True
         self._thread.join(timeout=5)
 
-    def reset(self, *replies: Reply) -> None:
+    def reset(self, *replies: Reply, fallback: Reply | None = None) -> None:
         with self._lock:
             self.script = deque(replies)
+            self.fallback = fallback
             self.requests.clear()
 
     def add(self, *replies: Reply) -> None:
@@ -87,7 +89,7 @@ class ScriptedLLM:
             body = await request.json()
             with self._lock:
                 self.requests.append(body)
-                reply = self.script.popleft() if self.script else error(500, "the test script has no more replies")
+                reply = self.script.popleft() if self.script else self.fallback or error(500, "the test script has no more replies")
             message = reply(body) if callable(reply) else reply
             if "__status__" in message:
                 return JSONResponse({"error": message["error"]}, status_code=message["__status__"])

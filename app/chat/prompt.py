@@ -43,13 +43,30 @@ def render_block(block: MemoryBlock) -> str:
     return f"<{block.label} {attrs}>\n{escape(block.value)}\n</{block.label}>"
 
 
-def system_prompt(agent: Agent, blocks: Sequence[MemoryBlock], now: datetime) -> str:
+def system_prompt(
+    agent: Agent,
+    blocks: Sequence[MemoryBlock],
+    now: datetime,
+    *,
+    memories: str | None = None,
+    pressure: float | None = None,
+) -> str:
     parts = [GUIDE.format(name=agent.name)]
     if agent.system:
         parts.append(f"## Instructions from your operator\n{agent.system}")
     parts.append("## Core memory (characters used / limit)\n" + "\n".join(render_block(b) for b in blocks))
     if agent.summary:
         parts.append(f"## Summary of the earlier conversation (now only in recall memory)\n{agent.summary}")
+    if memories:
+        parts.append(
+            "## Possibly relevant memories (found automatically for the user's latest message; use them only if "
+            f"they really apply, and search for more if you need it)\n{memories}"
+        )
+    if pressure is not None:
+        parts.append(
+            f"## Memory pressure\nYour context window is {pressure:.0%} full. Older messages will soon be summarised "
+            "and leave your context. Save anything important that is not yet stored to core or archival memory now."
+        )
     parts.append(f"Current time: {now:%Y-%m-%d %H:%M %Z}")
     return "\n\n".join(parts)
 

@@ -49,13 +49,12 @@ class MessageRepository:
         await self.session.flush()
         return message
 
-    async def in_context(self, agent_id: uuid.UUID, from_seq: int, limit: int) -> list[Message]:
-        """The newest `limit` messages at or after from_seq, oldest first."""
-        query = (
-            select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
-            .order_by(Message.seq.desc()).limit(limit)
-        )
-        return list(reversed((await self.session.scalars(query)).all()))
+    async def since(self, agent_id: uuid.UUID, from_seq: int, *, until_seq: int | None = None) -> list[Message]:
+        """Messages with from_seq <= seq (< until_seq), oldest first."""
+        query = select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
+        if until_seq is not None:
+            query = query.where(Message.seq < until_seq)
+        return list((await self.session.scalars(query.order_by(Message.seq))).all())
 
     async def newest(
         self,
@@ -93,5 +92,6 @@ class MessageRepository:
             where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
         )
 
-    async def count(self, agent_id: uuid.UUID) -> int:
-        return int((await self.session.scalar(select(func.count()).where(Message.agent_id == agent_id))) or 0)
+    async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:
+        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < before_seq)
+        return int((await self.session.scalar(query)) or 0)

@@ -2,6 +2,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -13,11 +14,13 @@ from app.agents.repository import AgentRepository
 from app.chat.events import ErrorEvent, Event, event_adapter
 from app.chat.repository import MessageRepository, TurnRepository
 from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
-from app.chat.schemas import ChatRequest, ChatResponse, MessageRead, WsChat
+from app.chat.context import load_context
+from app.chat.schemas import ChatRequest, ChatResponse, ContextRead, ContextTokensRead, MessageRead, WsChat
 from app.chat.models import Message
-from app.deps import AgentDep, EmbedderDep, SessionDep
+from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
 from app.memory import lexical
+from app.models_base import utcnow
 from app.pagination import Page, decode_seq_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
@@ -156,6 +159,21 @@ async def list_messages(
     page = rows[:limit]
     next_cursor = encode_cursor(page[-1].seq or 0, page[-1].id) if len(rows) > limit else None
     return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)
+
+
+@router.get("/context")
+async def get_context(agent: AgentDep, session: SessionDep, settings: SettingsDep) -> ContextRead:
+    """What the LLM would see now: the rendered system prompt, the messages in context and their token counts."""
+    view = await load_context(session, agent, settings, now=utcnow())
+    window = view.tokens.window
+    return ContextRead(
+        system_prompt=view.system, summary=agent.summary, messages=[message_read(m) for m in view.messages],
+        messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
+        tokens=ContextTokensRead(
+            **asdict(view.tokens),
+            warn_at=int(settings.context_warn_fraction * window), evict_at=int(settings.context_evict_fraction * window),
+        ),
+    )
 
 
 @router.websocket("/ws")

@@ -17,7 +17,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.chat import prompt, tools
+from app.chat import tools
+from app.chat.context import (
+    SUMMARY_MAX_CHARS, ContextView, eviction_cut, fallback_summary, load_context, needs_eviction, summary_request,
+)
 from app.chat.events import (
     ErrorEvent, Event, MessageEvent, Reasoning, StopReason, ToolCallEvent, ToolResultEvent, TurnCompleted,
     TurnStarted, Usage, event_adapter,
@@ -32,7 +35,8 @@ from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_argumen
 from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
-from app.memory.service import CoreMemory
+from app.memory.recollection import recollect
+from app.memory.recollection import render as render_recollections
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -64,6 +68,7 @@ class _TurnState:
     hub: EventHub
     listener: Listener | None
     user_seq: int = 0
+    memories: str | None = None  # recollections put into the prompt for this turn
     events: list[Event] = field(default_factory=list)
     unsaved: list[Event] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -129,6 +134,8 @@ class TurnRunner:
                 return existing
             state = await self._begin(agent_id, message, embedding, idempotency_key, listener)
             try:
+                if self.settings.auto_retrieval and embedding is not None:
+                    state.memories = await self._recollect(state, message, embedding)
                 stop = await self._steps(state)
             except asyncio.CancelledError:
                 await asyncio.shield(self._finish(state, "cancelled"))
@@ -178,12 +185,12 @@ class TurnRunner:
         assert self.llm is not None
         silent_steps = 0
         for step in range(1, self.settings.max_steps + 1):
-            async with transaction(self.sessions) as session:
-                agent = await AgentRepository(session).get(state.agent_id)
-                if agent is None:
-                    state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
-                    return "cancelled"
-                llm_messages = await self._prompt(session, agent, state)
+            fitted = await self._fit_context(state)
+            if fitted is None:
+                state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
+                return "cancelled"
+            agent, view = fitted
+            llm_messages = view.openai_messages()
             try:
                 completion = await self.llm.complete(llm_messages, tools.TOOL_SCHEMAS, agent.model)
             except LLMError as exc:
@@ -206,15 +213,51 @@ class TurnRunner:
                 return "end_turn"
         return "max_steps"
 
-    async def _prompt(self, session: AsyncSession, agent: Agent, state: _TurnState) -> list[dict[str, Any]]:
-        blocks = await CoreMemory(session).blocks_of(agent.id)
-        repo = MessageRepository(session)
-        window = await repo.in_context(agent.id, agent.context_start_seq, self.settings.context_messages)
-        if not window or (window[0].seq or 0) > state.user_seq:
-            # A long turn outgrew the window: keep the whole turn, from the user's message on.
-            window = await repo.in_context(agent.id, state.user_seq, limit=10_000)
-        system = prompt.system_prompt(agent, blocks, utcnow())
-        return [{"role": "system", "content": system}, *(prompt.to_openai(m) for m in prompt.well_formed(window))]
+    async def _recollect(self, state: _TurnState, message: str, embedding: list[float]) -> str | None:
+        async with transaction(self.sessions) as session:
+            agent = await AgentRepository(session).get(state.agent_id)
+            if agent is None:
+                return None
+            found = await recollect(
+                session, agent.id, message, embedding, k=self.settings.auto_retrieval_k,
+                context_start_seq=agent.context_start_seq,
+            )
+        return render_recollections(found)
+
+    async def _fit_context(self, state: _TurnState) -> tuple[Agent, ContextView] | None:
+        """The context for the next step; over the eviction threshold, old turns leave it for a summary."""
+        async with transaction(self.sessions) as session:
+            agent = await AgentRepository(session).get(state.agent_id)
+            if agent is None:
+                return None
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
+        cut = eviction_cut(view, self.settings, state.user_seq) if needs_eviction(view, self.settings) else None
+        if cut is None:
+            return agent, view
+        evicted = [m for m in view.messages if (m.seq or 0) < cut]
+        summary = await self._summarise(state, agent, evicted)
+        async with transaction(self.sessions) as session:
+            agent = await AgentRepository(session).get(state.agent_id, for_update=True)
+            if agent is None:
+                return None
+            agent.summary, agent.context_start_seq = summary, cut
+            session.add(agent)
+            await session.flush()
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
+        log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
+        return agent, view
+
+    async def _summarise(self, state: _TurnState, agent: Agent, evicted: list[Message]) -> str:
+        assert self.llm is not None
+        try:
+            completion = await self.llm.complete(summary_request(agent.summary, evicted), [], agent.model)
+        except LLMError:
+            log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))
+            return fallback_summary(agent.summary, evicted)
+        state.usage.llm_calls += 1
+        state.usage.prompt_tokens += completion.prompt_tokens
+        state.usage.completion_tokens += completion.completion_tokens
+        return completion.content.strip()[:SUMMARY_MAX_CHARS] or fallback_summary(agent.summary, evicted)
 
     def _calls_of(self, completion: Completion) -> tuple[list[ToolCall], str]:
         """Native tool calls, or calls written as text; plus the inner monologue."""

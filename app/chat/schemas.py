@@ -38,3 +38,21 @@ class MessageRead(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     score: float | None = Field(default=None, description="searches only")
+
+
+class ContextTokensRead(BaseModel):
+    system: int = Field(description="system prompt: instructions, core memory, summary")
+    tools: int = Field(description="tool schemas")
+    messages: int = Field(description="messages in context")
+    total: int
+    window: int = Field(description="the token budget of this agent's model")
+    warn_at: int = Field(description="above this the agent gets a memory-pressure notice")
+    evict_at: int = Field(description="above this the oldest turns are summarised out of the context")
+
+
+class ContextRead(BaseModel):
+    system_prompt: str
+    summary: str | None
+    messages: list[MessageRead]
+    messages_out_of_context: int = Field(description="older messages, now only in recall memory")
+    tokens: ContextTokensRead

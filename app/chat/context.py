@@ -1,0 +1,115 @@
+"""What the LLM sees, within a token budget: the system prompt (with core memory and the running summary) and the
+messages since the agent's context start. Above the warning threshold the prompt carries a memory-pressure notice;
+above the eviction threshold the oldest whole turns leave the context and a recursive summary takes their place.
+Evicted messages stay in recall memory. Cuts fall only before a user message, so a tool call never loses its result."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.chat import prompt
+from app.chat.models import Message
+from app.chat.repository import MessageRepository
+from app.chat.tokens import json_tokens, message_tokens, estimate_tokens
+from app.chat.tools import TOOL_SCHEMAS
+from app.memory.service import CoreMemory
+from app.settings import Settings
+
+TOOLS_TOKENS = json_tokens(TOOL_SCHEMAS)
+SUMMARY_MAX_CHARS = 4000
+TRANSCRIPT_MESSAGE_CHARS = 1500
+
+SUMMARY_INSTRUCTIONS = """\
+You maintain the running summary of a long conversation between a user and an AI agent. Older messages are \
+leaving the agent's context window; the summary is all the agent will see of them. Merge the previous summary \
+with the messages below into one new summary of at most {limit} characters: facts about the user, decisions, \
+commitments, open questions and the thread of the conversation, oldest first. Keep names, dates and numbers \
+exact. Write in the language the conversation uses. Answer with the summary only."""
+
+
+@dataclass
+class ContextTokens:
+    system: int
+    tools: int
+    messages: int
+    total: int
+    window: int
+
+
+@dataclass
+class ContextView:
+    system: str
+    messages: list[Message]
+    tokens: ContextTokens
+    message_tokens: list[int] = field(repr=False, default_factory=list)
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.system}, *(prompt.to_openai(m) for m in self.messages)]
+
+
+async def load_context(
+    session: AsyncSession,
+    agent: Agent,
+    settings: Settings,
+    *,
+    now: datetime,
+    memories: str | None = None,
+) -> ContextView:
+    blocks = await CoreMemory(session).blocks_of(agent.id)
+    messages = prompt.well_formed(await MessageRepository(session).since(agent.id, agent.context_start_seq))
+    per_message = [message_tokens(prompt.to_openai(m)) for m in messages]
+    window = settings.context_window_for(agent.model or settings.default_llm_model)
+    system = prompt.system_prompt(agent, blocks, now, memories=memories)
+    total = estimate_tokens(system) + TOOLS_TOKENS + sum(per_message)
+    if total > settings.context_warn_fraction * window:
+        system = prompt.system_prompt(agent, blocks, now, memories=memories, pressure=total / window)
+        total = estimate_tokens(system) + TOOLS_TOKENS + sum(per_message)
+    tokens = ContextTokens(estimate_tokens(system), TOOLS_TOKENS, sum(per_message), total, window)
+    return ContextView(system, messages, tokens, per_message)
+
+
+def needs_eviction(view: ContextView, settings: Settings) -> bool:
+    return view.tokens.total > settings.context_evict_fraction * view.tokens.window
+
+
+def eviction_cut(view: ContextView, settings: Settings, keep_from_seq: int) -> int | None:
+    """The seq of the user message where the context should start: the earliest turn boundary that brings the
+    total under the target, or the latest one before keep_from_seq (the running turn) if none does."""
+    target = settings.context_target_fraction * view.tokens.window
+    removed = 0
+    cut: int | None = None
+    for message, tokens in zip(view.messages, view.message_tokens, strict=True):
+        seq = message.seq or 0
+        if seq > keep_from_seq:
+            break
+        if message.role == "user" and removed > 0:
+            cut = seq
+            if view.tokens.total - removed <= target:
+                break
+        removed += tokens
+    return cut
+
+
+def transcript(messages: list[Message]) -> str:
+    lines = []
+    for message in messages:
+        said = message.recall_text() if message.role != "tool" else f"[{message.name} → {message.content}]"
+        if said:
+            lines.append(f"{message.role}: {said[:TRANSCRIPT_MESSAGE_CHARS]}")
+    return "\n".join(lines)
+
+
+def summary_request(previous: str | None, evicted: list[Message]) -> list[dict[str, Any]]:
+    body = f"Previous summary:\n{previous or '(none)'}\n\nMessages leaving the context:\n{transcript(evicted)}"
+    return [
+        {"role": "system", "content": SUMMARY_INSTRUCTIONS.format(limit=SUMMARY_MAX_CHARS)},
+        {"role": "user", "content": body},
+    ]
+
+
+def fallback_summary(previous: str | None, evicted: list[Message]) -> str:
+    note = f"({len(evicted)} earlier messages could not be summarised; find them with conversation_search.)"
+    return f"{previous}\n{note}" if previous else note
