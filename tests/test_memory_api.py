@@ -103,3 +103,23 @@ def test_agents_do_not_see_each_others_memory(client: TestClient, agent: dict) -
     passage = client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "secret plan"}).json()
     assert client.get(f"/v1/agents/{other['id']}/archival/{passage['id']}").status_code == 404
     assert client.get(f"/v1/agents/{other['id']}/archival", params={"query": "secret plan"}).json()["items"] == []
+
+
+def test_near_duplicates_are_detected_on_insert(client: TestClient, agent: dict) -> None:
+    base = f"/v1/agents/{agent['id']}/archival"
+    original = client.post(base, json={"content": "The user lives in Tokyo."})
+    assert original.status_code == 201 and original.json()["duplicate"] is False
+    again = client.post(base, json={"content": "the user lives in tokyo"})
+    assert again.status_code == 200
+    assert again.json()["id"] == original.json()["id"] and again.json()["duplicate"] is True
+    batch = client.post(f"{base}/batch", json={"items": [
+        {"content": "Meeting with Bob on Monday"},
+        {"content": "Meeting with Bob on Tuesday"},  # cosine 0.97 with Monday, but another fact
+        {"content": "meeting with bob on monday!"},
+        {"content": "ユーザーはラーメンが好き"},
+        {"content": "ユーザーはラーメンが好き。"},
+        {"content": "ユーザーはラーメンが嫌い"},
+    ]}).json()["items"]
+    assert [p["duplicate"] for p in batch] == [False, False, True, False, True, False]
+    assert batch[2]["id"] == batch[0]["id"] and batch[4]["id"] == batch[3]["id"]
+    assert len(client.get(base, params={"limit": 50}).json()["items"]) == 5

@@ -99,8 +99,10 @@ async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str])
 
 
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
-    [passage] = await ArchivalMemory(ctx.session, ctx.embedder).add(ctx.agent_id, [(args.content, args.tags)])
-    return f"Saved to archival memory (id {passage.id})."
+    [stored] = await ArchivalMemory(ctx.session, ctx.embedder).add(ctx.agent_id, [(args.content, args.tags)])
+    if stored.duplicate:
+        return f"Already in archival memory, not stored again: {stored.passage.content}"
+    return f"Saved to archival memory (id {stored.passage.id})."
 
 
 async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -> str:

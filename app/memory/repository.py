@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, delete, or_, select, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Mode, hybrid_search
@@ -60,6 +60,30 @@ class PassageRepository:
         self.session.add_all(passages)
         await self.session.flush()
         return passages
+
+    async def nearest(
+        self, agent_id: uuid.UUID, vectors: list[list[float]], *, k: int, min_similarity: float
+    ) -> list[list[ArchivalPassage]]:
+        """For each vector, the agent's stored passages within min_similarity, closest first (one statement)."""
+        if not vectors:
+            return []
+        rows = (await self.session.execute(text("""
+            SELECT q.i, p.id FROM unnest(CAST(:vectors AS vector[])) WITH ORDINALITY AS q(v, i)
+            CROSS JOIN LATERAL (
+                SELECT id, embedding <=> q.v AS distance FROM archival_passages
+                WHERE agent_id = :agent_id ORDER BY embedding <=> q.v LIMIT :k
+            ) p
+            WHERE p.distance <= :max_distance
+            ORDER BY q.i, p.distance
+        """), {"vectors": [str(v) for v in vectors], "agent_id": agent_id, "k": k, "max_distance": 1 - min_similarity})).all()
+        if not rows:
+            return [[] for _ in vectors]
+        found = (await self.session.scalars(select(ArchivalPassage).where(ArchivalPassage.id.in_({r.id for r in rows})))).all()
+        by_id = {p.id: p for p in found}
+        out: list[list[ArchivalPassage]] = [[] for _ in vectors]
+        for row in rows:
+            out[row.i - 1].append(by_id[row.id])
+        return out
 
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage | None:
         query = select(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)

@@ -20,10 +20,12 @@ Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
 Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
 
 
-def passage_read(passage: ArchivalPassage, score: float | None = None, similarity: float | None = None) -> PassageRead:
+def passage_read(
+    passage: ArchivalPassage, score: float | None = None, similarity: float | None = None, *, duplicate: bool | None = None
+) -> PassageRead:
     return PassageRead(
         id=passage.id, content=passage.content, tags=passage.tags, created_at=passage.created_at,
-        score=score, similarity=similarity,
+        score=score, similarity=similarity, duplicate=duplicate,
     )
 
 
@@ -80,18 +82,20 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
     )
 
 
-@router.post("/archival", status_code=201)
-async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep) -> PassageRead:
-    """Add one passage to archival memory (embedded on insert)."""
-    [passage] = await archival.add(agent.id, [(body.content, body.tags)])
-    return passage_read(passage)
+@router.post("/archival", status_code=201, responses={200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"}})
+async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
+    """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
+    [stored] = await archival.add(agent.id, [(body.content, body.tags)])
+    if stored.duplicate:
+        response.status_code = 200
+    return passage_read(stored.passage, duplicate=stored.duplicate)
 
 
 @router.post("/archival/batch", status_code=201)
 async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep) -> PassageBatchRead:
-    """Add up to 500 passages at once."""
-    passages = await archival.add(agent.id, [(item.content, item.tags) for item in body.items])
-    return PassageBatchRead(items=[passage_read(p) for p in passages])
+    """Add up to 500 passages at once; near-duplicates come back as the stored passage with `duplicate: true`."""
+    stored = await archival.add(agent.id, [(item.content, item.tags) for item in body.items])
+    return PassageBatchRead(items=[passage_read(s.passage, duplicate=s.duplicate) for s in stored])
 
 
 @router.get("/archival")

@@ -67,6 +67,7 @@ class PassageRead(BaseModel):
     created_at: datetime
     score: float | None = Field(default=None, description="searches only: reciprocal-rank fusion of vector and text ranks, scaled to 0..1")
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
+    duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
 
 
 class PassageBatchRead(BaseModel):

@@ -1,8 +1,10 @@
 """Core memory (bounded, versioned blocks) and archival memory (embedded passages): the rules both the API and
 the agent's tools go through."""
 
+import math
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -113,21 +115,53 @@ class CoreMemory:
         )
 
 
+# Embeddings alone cannot tell "meeting on Monday" from "meeting on Tuesday" (MiniLM: 0.97), so a near-duplicate
+# must also carry exactly the same words (after NFKC, case folding and stop-word removal): it differs only in
+# punctuation, case, width, function words or order, and dropping it loses nothing.
+NEAR_DUPLICATE_SIMILARITY = 0.9
+
+
+@dataclass
+class Stored:
+    passage: ArchivalPassage
+    duplicate: bool
+
+
+def same_words(a: ArchivalPassage, b: ArchivalPassage) -> bool:
+    return set(a.search_text.split()) == set(b.search_text.split())
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
 class ArchivalMemory:
     def __init__(self, session: AsyncSession, embedder: Embedder):
         self.passages = PassageRepository(session)
         self.embedder = embedder
 
-    async def add(self, agent_id: uuid.UUID, items: list[tuple[str, list[str]]]) -> list[ArchivalPassage]:
+    async def add(self, agent_id: uuid.UUID, items: list[tuple[str, list[str]]]) -> list[Stored]:
+        """Embed and store passages; a near-duplicate of a stored (or earlier in the batch) passage is not stored
+        again, and its original is returned instead."""
         vectors = await self.embedder.embed([content for content, _ in items])
-        passages = [
-            ArchivalPassage(
+        neighbours = await self.passages.nearest(agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_SIMILARITY)
+        stored: list[Stored] = []
+        fresh: list[ArchivalPassage] = []
+        for (content, tags), vector, near in zip(items, vectors, neighbours, strict=True):
+            candidate = ArchivalPassage(
                 agent_id=agent_id, content=content, tags=normalise_tags(tags), embedding=vector,
                 embedding_model=self.embedder.model, search_text=lexical.search_text(content),
             )
-            for (content, tags), vector in zip(items, vectors, strict=True)
-        ]
-        return await self.passages.add_all(passages)
+            original = next((p for p in near if same_words(p, candidate)), None) or next(
+                (p for p in fresh if same_words(p, candidate) and cosine(p.embedding, vector) >= NEAR_DUPLICATE_SIMILARITY), None
+            )
+            if original is None:
+                fresh.append(candidate)
+            stored.append(Stored(original or candidate, duplicate=original is not None))
+        await self.passages.add_all(fresh)
+        return stored
 
     async def search(
         self,
