@@ -180,5 +180,6 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
     chat(client, agent, "I am planning a trip to Kyoto")
     items = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [m["role"] for m in items] == ["tool", "assistant", "user"]
-    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"]
+    assert client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"] == []
+    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip", "include_context": True}).json()["items"]
     assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)

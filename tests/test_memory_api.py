@@ -123,3 +123,16 @@ def test_near_duplicates_are_detected_on_insert(client: TestClient, agent: dict)
     assert [p["duplicate"] for p in batch] == [False, False, True, False, True, False]
     assert batch[2]["id"] == batch[0]["id"] and batch[4]["id"] == batch[3]["id"]
     assert len(client.get(base, params={"limit": 50}).json()["items"]) == 5
+
+
+def test_an_old_version_can_be_restored(client: TestClient, agent: dict) -> None:
+    path = block_path(agent, "human")
+    client.put(path, json={"value": "Name: Taro"})
+    client.put(path, json={"value": "Name: Jiro"})
+    restored = client.put(path, json={"restore_version": 2}, headers={"If-Match": "3"})
+    assert restored.status_code == 200
+    assert (restored.json()["value"], restored.json()["version"]) == ("Name: Taro", 4)
+    assert client.get(path + "/history").json()["items"][0] == {**client.get(path + "/history").json()["items"][0], "version": 4, "value": "Name: Taro"}
+    assert client.put(path, json={"restore_version": 99}).status_code == 404
+    assert client.put(path, json={"value": "x", "restore_version": 2}).status_code == 422
+    assert client.put(path, json={}).status_code == 422

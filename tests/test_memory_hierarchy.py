@@ -72,6 +72,8 @@ def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_search
     [found, _] = tool_results(turn)
     assert found["ok"] and "PLUM-4471" in found["result"]
     assert turn["reply"] == "PLUM-4471"
+    evicted_hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "locker code"}).json()["items"]
+    assert "PLUM-4471" in evicted_hits[0]["content"]
     # Eviction never lost a message: recall memory still has all of them.
     everything = client.get(f"/v1/agents/{agent['id']}/messages", params={"limit": 200}).json()["items"]
     assert sum(m["role"] == "user" for m in everything) == 13

@@ -145,13 +145,16 @@ async def list_messages(
     after: datetime | None = None,
     before: datetime | None = None,
     cursor: str | None = None,
+    include_context: Annotated[bool, Query(description="search also the messages still in the LLM context")] = False,
 ) -> Page[MessageRead]:
-    """Recall memory: every message, newest first; with `query`, a hybrid search over user and assistant messages."""
+    """Recall memory: every message, newest first; with `query`, a hybrid search over user and assistant messages
+    that have left the context (all of them with `include_context=true`)."""
     repo = MessageRepository(session)
     if query is not None:
         [embedding] = await embedder.embed([query])
         hits = await repo.search(
-            agent.id, embedding=embedding, tsquery=lexical.tsquery(query), k=limit, after=after, before=before
+            agent.id, embedding=embedding, tsquery=lexical.tsquery(query), k=limit, after=after, before=before,
+            below_seq=None if include_context else agent.context_start_seq,
         )
         return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
     before_seq = decode_seq_cursor(cursor)[0] if cursor else None

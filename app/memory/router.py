@@ -63,9 +63,12 @@ async def put_core_memory_block(
     response: Response,
     if_match: Annotated[str | None, Header(description="the version you read; 412 when the block moved on")] = None,
 ) -> BlockRead:
-    """Replace a block's value (and optionally limit, description, read-only flag); creates the block if absent."""
+    """Replace a block's value, or restore an earlier version (and optionally set limit, description, read-only);
+    creates the block if absent."""
+    value = body.value if body.restore_version is None else await core.revision_value(agent.id, label, body.restore_version)
+    assert value is not None
     block, created = await core.write(
-        agent.id, label, body.value, source="api", expected_version=parse_if_match(if_match),
+        agent.id, label, value, source="api", expected_version=parse_if_match(if_match),
         limit=body.limit, description=body.description, read_only=body.read_only,
     )
     response.status_code = 201 if created else 200

@@ -2,7 +2,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 DEFAULT_BLOCK_LIMIT = 2000
@@ -20,10 +20,17 @@ class BlockCreate(BaseModel):
 
 
 class BlockWrite(BaseModel):
-    value: str
+    value: str | None = Field(default=None, description="the new value; or give restore_version instead")
+    restore_version: int | None = Field(default=None, ge=1, description="restore the value of this earlier version")
     limit: int | None = Field(default=None, ge=1, le=MAX_BLOCK_LIMIT)
     description: str | None = Field(default=None, max_length=1000)
     read_only: bool | None = None
+
+    @model_validator(mode="after")
+    def _value_or_restore(self) -> "BlockWrite":
+        if (self.value is None) == (self.restore_version is None):
+            raise ValueError("give exactly one of value and restore_version")
+        return self
 
 
 class BlockRead(BaseModel):

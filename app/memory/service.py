@@ -106,6 +106,12 @@ class CoreMemory:
         await self._record(block, source, turn_id)
         return block, created
 
+    async def revision_value(self, agent_id: uuid.UUID, label: str, version: int) -> str:
+        revision = next((r for r in await self.history(agent_id, label) if r.version == version), None)
+        if revision is None:
+            raise NotFound(f"block '{label}' has no version {version}")
+        return revision.value
+
     async def history(self, agent_id: uuid.UUID, label: str) -> Sequence[MemoryBlockRevision]:
         return await self.blocks.history((await self.get(agent_id, label)).id)
 
