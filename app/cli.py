@@ -18,10 +18,63 @@ def _migrate(_: argparse.Namespace) -> None:
     from app import db
     from app.settings import get_settings
 
-    settings = get_settings()
-    url = settings.database_url or db.start_embedded_postgres(settings.data_dir)
-    db.run_migrations(url, settings.vector_dim)
+    db.run_migrations(_database_url(), get_settings().vector_dim)
     print("database schema is up to date")
+
+
+def _database_url() -> str:
+    from app import db
+    from app.settings import get_settings
+
+    settings = get_settings()
+    return settings.database_url or db.start_embedded_postgres(settings.data_dir)
+
+
+def _keys_create(args: argparse.Namespace) -> None:
+    """Issue a key for a tenant (by id or name; a new name creates the tenant). Prints the key once."""
+    import uuid
+
+    from app import db
+    from app.auth.keys import KeyRepository
+
+    async def issue() -> tuple[str, str]:
+        engine = db.create_engine(_database_url())
+        try:
+            async with db.transaction(db.session_factory(engine)) as session:
+                keys = KeyRepository(session)
+                tenants = await keys.tenants()
+                tenant = next((t for t in tenants if str(t.id) == args.tenant or t.name == args.tenant), None)
+                if tenant is None:
+                    try:
+                        uuid.UUID(args.tenant)
+                        raise SystemExit(f"no tenant {args.tenant}")
+                    except ValueError:
+                        tenant = await keys.create_tenant(args.tenant)
+                issued = await keys.issue(tenant.id, args.name)
+                return str(tenant.id), issued.key
+        finally:
+            await engine.dispose()
+
+    tenant_id, key = asyncio.run(issue())
+    print(f"tenant {tenant_id}\nAPI key (shown once, store it now): {key}")
+
+
+def _keys_revoke(args: argparse.Namespace) -> None:
+    import uuid
+
+    from app import db
+    from app.auth.keys import KeyRepository
+
+    async def revoke() -> None:
+        engine = db.create_engine(_database_url())
+        try:
+            async with db.transaction(db.session_factory(engine)) as session:
+                await KeyRepository(session).revoke(uuid.UUID(args.key_id))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(revoke())
+    print("revoked")
 
 
 def _openapi(args: argparse.Namespace) -> None:
@@ -43,6 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(run=_migrate)
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="issue an API key for a tenant")
+    create.add_argument("--tenant", required=True, help="tenant id or name (a new name creates the tenant)")
+    create.add_argument("--name", default="cli", help="a label for the key")
+    create.set_defaults(run=_keys_create)
+    revoke = keys.add_parser("revoke", help="revoke an API key")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=_keys_revoke)
     spec = sub.add_parser("openapi", help="write the OpenAPI document")
     spec.add_argument("--output", default="openapi.json")
     spec.set_defaults(run=_openapi)

@@ -4,12 +4,13 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.auth.principal import Forbidden, Principal, presented_key
 from app.db import transaction
 from app.errors import NotFound
 from app.llm.embeddings import Embedder
@@ -40,8 +41,34 @@ SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 EmbedderDep = Annotated[Embedder, Depends(get_embedder)]
 
 
-async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDep) -> Agent:
-    agent = await AgentRepository(session).get(agent_id)
+async def authenticate(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Principal:
+    client = request.client.host if request.client else None
+    return await request.app.state.authenticator.authenticate(presented_key(authorization, x_api_key), client)
+
+
+def tenant_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    if principal.admin:
+        raise Forbidden("the admin key manages tenants and keys; use a tenant's API key for agents")
+    return principal
+
+
+def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    if not principal.admin:
+        raise Forbidden("this needs the admin key (ENGRAM_ADMIN_KEY)")
+    return principal
+
+
+TenantDep = Annotated[Principal, Depends(tenant_principal)]
+AdminDep = Annotated[Principal, Depends(admin_principal)]
+
+
+async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDep, principal: TenantDep) -> Agent:
+    # Another tenant's agent is a 404 as well: a 403 would confirm that it exists.
+    agent = await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id)
     if agent is None:
         raise NotFound(f"no agent {agent_id}")
     return agent

@@ -11,6 +11,8 @@ from sqlalchemy import text
 
 from app import db
 from app.agents.router import router as agents_router
+from app.auth.principal import Authenticator
+from app.auth.router import router as admin_router
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns
 from app.chat.router import router as chat_router
@@ -42,6 +44,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         llm = ChatLLM(settings) if settings.llm_configured else None
         if llm is None:
             log.warning("no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set")
+        authenticator = Authenticator(sessions, settings.admin_key)
+        if not await authenticator.keys_configured():
+            log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")
+        app.state.authenticator = authenticator
         hub = EventHub()
         turn_tasks = TurnTasks()
         app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
@@ -67,6 +73,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.include_router(agents_router)
     app.include_router(memory_router)
     app.include_router(chat_router)
+    app.include_router(admin_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

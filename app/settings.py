@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None  # defaults to OPENAI_BASE_URL
     embedding_api_key: str | None = None  # defaults to OPENAI_API_KEY
 
+    # Operator key for /v1/admin (tenants, API keys). Unset and no API key stored: loopback clients only.
+    admin_key: str | None = Field(default=None, min_length=24)
+
     max_steps: int = Field(default=10, ge=1, le=100)
     # Context window management (tokens are counted offline, see app/chat/tokens.py).
     context_window_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)

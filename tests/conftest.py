@@ -14,6 +14,7 @@ from app.settings import LOCAL_EMBEDDING_DIM, LOCAL_EMBEDDING_MODEL, Settings
 from tests.scripted_llm import ScriptedLLM
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+LOOPBACK = ("127.0.0.1", 50000)
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +74,7 @@ class CheckedClient(TestClient):
 
 @pytest.fixture
 def client(settings: Settings, embedder: LocalEmbedder) -> Iterator[TestClient]:
-    with CheckedClient(create_app(settings, embedder=embedder), raise_server_exceptions=False) as test_client:
+    with CheckedClient(create_app(settings, embedder=embedder), raise_server_exceptions=False, client=LOOPBACK) as test_client:
         test_client.statuses = []
         yield test_client
     errors = [entry for entry in test_client.statuses if entry[1] == 500]

@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from tests.conftest import LOOPBACK
 from tests.chat_helpers import block_value, chat, event_types, tool_results
 from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 
@@ -73,7 +74,7 @@ def test_unknown_tool_and_bad_arguments_are_error_results(client: TestClient, ag
 
 def test_step_cap_ends_with_max_steps(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
     capped = settings.model_copy(update={"max_steps": 3})
-    with TestClient(create_app(capped, embedder=embedder)) as client:
+    with TestClient(create_app(capped, embedder=embedder), client=LOOPBACK) as client:
         agent = client.post("/v1/agents", json={"name": "looper"}).json()
         llm.reset(*[tools(call("archival_memory_search", query="anything")) for _ in range(5)])
         turn = chat(client, agent, "loop forever")
@@ -147,7 +148,7 @@ def test_llm_failure_keeps_the_user_message(client: TestClient, agent: dict, llm
 
 def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None:  # type: ignore[no-untyped-def]
     bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
-    with TestClient(create_app(bare, embedder=embedder)) as client:
+    with TestClient(create_app(bare, embedder=embedder), client=LOOPBACK) as client:
         agent = client.post("/v1/agents", json={"name": "mute"}).json()
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"})
         assert response.status_code == 503

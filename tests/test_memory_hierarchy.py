@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from app.llm.embeddings import LocalEmbedder
 from app.main import create_app
 from app.settings import Settings
+from tests.conftest import LOOPBACK
 from tests.chat_helpers import chat, tool_results
 from tests.scripted_llm import ScriptedLLM, call, text, tools
 
@@ -40,7 +41,7 @@ def assert_calls_and_results_stay_together(messages: list[dict[str, Any]]) -> No
 @pytest.fixture
 def small_context(settings: Settings, embedder: LocalEmbedder) -> TestClient:
     tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
-    with TestClient(create_app(tight, embedder=embedder)) as client:
+    with TestClient(create_app(tight, embedder=embedder), client=LOOPBACK) as client:
         yield client
 
 

@@ -16,7 +16,7 @@ from app import db
 from app.llm.embeddings import LocalEmbedder
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import create_database
+from tests.conftest import LOOPBACK, create_database
 from tests.scripted_llm import ScriptedLLM, call, tools
 
 
@@ -42,7 +42,7 @@ def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
 def test_a_different_embedding_dimension_is_a_clear_startup_error(database_url: str, embedder: LocalEmbedder) -> None:
     wrong = Settings(database_url=database_url, embedding_provider="openai", embedding_dim=768, migrate_on_start=False)
     with pytest.raises(db.SchemaMismatch, match="stores 384-dimensional embeddings but the configured embedder gives 768"):
-        with TestClient(create_app(wrong, embedder=embedder)):
+        with TestClient(create_app(wrong, embedder=embedder), client=LOOPBACK):
             pass
 
 
@@ -64,7 +64,7 @@ def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient
         await engine.dispose()
 
     asyncio.run(orphan())
-    with TestClient(create_app(settings, embedder=embedder)) as restarted:
+    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as restarted:
         turn = restarted.get(f"/v1/agents/{agent['id']}/turns/{turn_id}").json()
     assert turn["status"] == "interrupted" and turn["stop_reason"] == "interrupted"
     assert [e["type"] for e in turn["events"]] == ["turn_started", "turn_completed"]
@@ -79,7 +79,7 @@ def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, emb
         time.sleep(2)
         return tools(call("send_message", text="done"))
 
-    with TestClient(create_app(impatient, embedder=embedder)) as client:
+    with TestClient(create_app(impatient, embedder=embedder), client=LOOPBACK) as client:
         agent = client.post("/v1/agents", json={"name": "busy"}).json()
         other = client.post("/v1/agents", json={"name": "free"}).json()
         llm.reset(slow_reply, tools(call("send_message", text="other agent")))
@@ -92,3 +92,17 @@ def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, emb
         assert second.status_code == 409
         assert second.json()["error"] == "agent_busy" and int(second.headers["retry-after"]) >= 1
         assert elsewhere.status_code == 200 and elsewhere.json()["reply"] == "other agent"
+
+
+def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedder: LocalEmbedder) -> None:
+    url = create_database(postgres_server, f"engram_keys_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, 384)
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", "acme"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    key = result.stdout.rsplit(": ", 1)[1].strip()
+    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+        assert client.get("/v1/agents").status_code == 401  # a key exists now: loopback is no longer enough
+        assert client.get("/v1/agents", headers={"X-API-Key": key}).status_code == 200

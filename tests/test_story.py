@@ -6,6 +6,7 @@ from fastapi.testclient import TestClient
 from app.llm.embeddings import LocalEmbedder
 from app.main import create_app
 from app.settings import Settings
+from tests.conftest import LOOPBACK
 from tests.chat_helpers import block_value, chat, event_types
 from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 
@@ -17,7 +18,7 @@ def answer_from_search(request: dict) -> dict:
 
 
 def test_japanese_story_survives_a_restart(settings: Settings, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
-    with TestClient(create_app(settings, embedder=embedder)) as client:
+    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as client:
         agent = client.post("/v1/agents", json={"name": "アシスタント"}).json()
         llm.reset(
             tools(call("core_memory_append", label="human", content="名前: 太郎"), content="名前を覚えておこう。"),
@@ -35,7 +36,7 @@ def test_japanese_story_survives_a_restart(settings: Settings, embedder: LocalEm
         stored = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
         assert [p["content"] for p in stored] == ["太郎の好きな食べ物はラーメン"]
 
-    with TestClient(create_app(settings, embedder=embedder)) as client:  # a new process would see the same
+    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as client:  # a new process would see the same
         llm.reset(tools(call("archival_memory_search", query="好きな食べ物")), answer_from_search)
         recalled = chat(client, agent, "僕の好きな食べ物は何だっけ？")
         assert recalled["reply"] == "太郎さんの好きな食べ物はラーメンですね！"

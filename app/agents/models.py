@@ -1,7 +1,8 @@
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Column, Text
+from sqlalchemy import Column, ForeignKey, Text
+from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
 from app.models_base import id_field, timestamp_field
@@ -11,6 +12,7 @@ class Agent(SQLModel, table=True):
     __tablename__ = "agents"
 
     id: uuid.UUID = id_field()
+    tenant_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
     name: str = Field(sa_column=Column(Text, nullable=False))
     system: str | None = Field(default=None, sa_column=Column(Text))
     model: str | None = Field(default=None, sa_column=Column(Text))

@@ -12,8 +12,11 @@ class AgentRepository:
     def __init__(self, session: AsyncSession):
         self.session = session
 
-    async def get(self, agent_id: uuid.UUID, *, for_update: bool = False) -> Agent | None:
+    async def get(self, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None, for_update: bool = False) -> Agent | None:
+        """tenant_id: only an agent of this tenant (None: any, for internal callers that hold a checked id)."""
         query = select(Agent).where(Agent.id == agent_id)
+        if tenant_id is not None:
+            query = query.where(Agent.tenant_id == tenant_id)
         if for_update:
             query = query.with_for_update()
         return (await self.session.scalars(query)).first()
@@ -26,9 +29,9 @@ class AgentRepository:
     async def delete(self, agent_id: uuid.UUID) -> None:
         await self.session.execute(delete(Agent).where(Agent.id == agent_id))
 
-    async def page(self, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:
+    async def page(self, tenant_id: uuid.UUID, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:
         """Oldest first; after_key is the (created_at, id) of the last agent of the previous page."""
-        query = select(Agent)
+        query = select(Agent).where(Agent.tenant_id == tenant_id)
         if after_key:
             created, row_id = after_key
             query = query.where(or_(Agent.created_at > created, and_(Agent.created_at == created, Agent.id > row_id)))

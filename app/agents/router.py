@@ -4,7 +4,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from app.agents.service import AgentService
-from app.deps import AgentDep, SessionDep
+from app.deps import AgentDep, SessionDep, TenantDep
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
 
@@ -19,19 +19,20 @@ AgentServiceDep = Annotated[AgentService, Depends(get_agent_service)]
 
 
 @router.post("", status_code=201)
-async def create_agent(spec: AgentCreate, agents: AgentServiceDep) -> AgentRead:
+async def create_agent(spec: AgentCreate, agents: AgentServiceDep, principal: TenantDep) -> AgentRead:
     """Create an agent with its core memory blocks (default: `persona` and `human`)."""
-    return await agents.create(spec)
+    return await agents.create(principal.tenant_id, spec)
 
 
 @router.get("")
 async def list_agents(
     agents: AgentServiceDep,
+    principal: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
 ) -> Page[AgentRead]:
-    """List agents, oldest first."""
-    return await agents.page(limit=limit, cursor=cursor)
+    """List this tenant's agents, oldest first."""
+    return await agents.page(principal.tenant_id, limit=limit, cursor=cursor)
 
 
 @router.get("/{agent_id}")

@@ -1,3 +1,4 @@
+import uuid
 from collections.abc import Sequence
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -32,8 +33,8 @@ class AgentService:
         self.agents = AgentRepository(session)
         self.core = CoreMemory(session)
 
-    async def create(self, spec: AgentCreate) -> AgentRead:
-        agent = await self.agents.add(Agent(name=spec.name, system=spec.system, model=spec.model))
+    async def create(self, tenant_id: uuid.UUID, spec: AgentCreate) -> AgentRead:
+        agent = await self.agents.add(Agent(tenant_id=tenant_id, name=spec.name, system=spec.system, model=spec.model))
         await self.core.create_blocks(agent.id, spec.blocks if spec.blocks is not None else default_blocks())
         return await self.read(agent)
 
@@ -53,8 +54,8 @@ class AgentService:
     async def delete(self, agent: Agent) -> None:
         await self.agents.delete(agent.id)
 
-    async def page(self, *, limit: int, cursor: str | None) -> Page[AgentRead]:
-        rows = await self.agents.page(limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
+    async def page(self, tenant_id: uuid.UUID, *, limit: int, cursor: str | None) -> Page[AgentRead]:
+        rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
         page = rows[:limit]
         next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
         return Page[AgentRead](items=[await self.read(a) for a in page], next_cursor=next_cursor)

@@ -17,13 +17,15 @@ from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
 from app.chat.context import load_context
 from app.chat.schemas import ChatRequest, ChatResponse, ContextRead, ContextTokensRead, MessageRead, WsChat
 from app.chat.models import Message
-from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep
+from app.auth.principal import Forbidden, Principal, presented_key
+from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
 from app.memory import lexical
 from app.models_base import utcnow
 from app.pagination import Page, decode_seq_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
+WS_AUTH_TIMEOUT_SECONDS = 10
 
 IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same key → same turn, never run twice")]
 
@@ -36,10 +38,10 @@ def get_turn_tasks(request: Request) -> TurnTasks:
     return request.app.state.turn_tasks
 
 
-async def existing_agent_id(agent_id: uuid.UUID, request: Request) -> uuid.UUID:
+async def existing_agent_id(agent_id: uuid.UUID, request: Request, principal: TenantDep) -> uuid.UUID:
     # A short session of its own: a chat request must not hold a transaction open while the turn runs.
     async with request.app.state.sessions() as session:
-        if await AgentRepository(session).get(agent_id) is None:
+        if await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id) is None:
             raise NotFound(f"no agent {agent_id}")
     return agent_id
 
@@ -184,8 +186,14 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
     """Live events of every turn of this agent; send {"type": "chat", "message": ...} to start a turn."""
     app = websocket.app
     await websocket.accept()
+    try:
+        principal = await _authenticate_socket(websocket)
+    except EngramError as exc:
+        await _send_error(websocket, agent_id, exc.code, exc.detail)
+        await websocket.close(code=4000 + exc.status_code)
+        return
     async with app.state.sessions() as session:
-        exists = await AgentRepository(session).get(agent_id) is not None
+        exists = await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id) is not None
     if not exists:
         await _send_error(websocket, agent_id, "not_found", f"no agent {agent_id}")
         await websocket.close(code=4404)
@@ -208,6 +216,25 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
             pass
         finally:
             forward.cancel()
+
+
+async def _authenticate_socket(websocket: WebSocket) -> Principal:
+    """A key from the handshake headers or, for browsers that cannot set headers, from a first
+    {"type": "auth", "api_key": ...} message."""
+    authenticator = websocket.app.state.authenticator
+    key = presented_key(websocket.headers.get("authorization"), websocket.headers.get("x-api-key"))
+    if key is None and await authenticator.keys_configured():
+        try:
+            async with asyncio.timeout(WS_AUTH_TIMEOUT_SECONDS):
+                first = json.loads(await websocket.receive_text())
+            key = first.get("api_key") if isinstance(first, dict) and first.get("type") == "auth" else None
+        except (TimeoutError, ValueError):
+            key = None
+    client = websocket.client.host if websocket.client else None
+    principal = await authenticator.authenticate(key, client)
+    if principal.admin:
+        raise Forbidden("the admin key manages tenants and keys; use a tenant's API key for agents")
+    return principal
 
 
 async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> None:
