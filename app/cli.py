@@ -11,7 +11,13 @@ from pathlib import Path
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    uvicorn.run("app.main:app", host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio")
+    from app.observability import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    uvicorn.run(
+        "app.main:app", host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio",
+        log_config=None, access_log=False,
+    )
 
 
 def _migrate(_: argparse.Namespace) -> None:
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--log-format", choices=["json", "text"], default="json")
     serve.set_defaults(run=_serve)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(run=_migrate)
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)

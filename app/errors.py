@@ -1,12 +1,17 @@
 """One error base with its HTTP status, one JSON shape: {"error": code, "detail": text}."""
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("engram.errors")
+DATABASE_RETRY_AFTER_SECONDS = 5
 
 
 class ErrorBody(BaseModel):
@@ -63,6 +68,14 @@ def _format_validation(errors: list[Any]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _database_unavailable(exc: BaseException) -> JSONResponse:
+    log.warning("database unavailable: %s", type(exc).__name__)
+    return JSONResponse(
+        _body("database_unavailable", "the database is unreachable; retry shortly"),
+        status_code=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EngramError)
     async def _engram(_: Request, exc: EngramError) -> JSONResponse:
@@ -71,6 +84,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(_body("invalid_request", _format_validation(list(exc.errors()))), status_code=422)
+
+    @app.exception_handler(DBAPIError)
+    async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
+            return _database_unavailable(exc)
+        log.error("database error", exc_info=exc)
+        return JSONResponse(_body("internal_error", "the request failed on a database error"), status_code=500)
+
+    @app.exception_handler(OSError)
+    async def _network(_: Request, exc: OSError) -> JSONResponse:
+        return _database_unavailable(exc)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error", exc_info=exc)
+        return JSONResponse(_body("internal_error", "an unexpected error occurred; it has been logged"), status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

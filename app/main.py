@@ -21,6 +21,8 @@ from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
 from app.llm.embeddings import Embedder, build_embedder
 from app.memory.router import router as memory_router
+from app.metrics import metrics_endpoint
+from app.observability import RequestContextMiddleware
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("engram")
@@ -70,6 +72,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.state.settings = settings or get_settings()
     app.state.embedder = embedder
     install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
+    app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.include_router(agents_router)
     app.include_router(memory_router)
     app.include_router(chat_router)

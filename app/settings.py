@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # Operator key for /v1/admin (tenants, API keys). Unset and no API key stored: loopback clients only.
     admin_key: str | None = Field(default=None, min_length=24)
 
+    max_request_bytes: int = Field(default=1_000_000, ge=1_000)
+    turn_timeout_seconds: float = Field(default=300.0, gt=0, description="LLM time budget of one turn, retries included")
+
     max_steps: int = Field(default=10, ge=1, le=100)
     # Context window management (tokens are counted offline, see app/chat/tokens.py).
     context_window_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)

@@ -7,6 +7,7 @@ assistant message, tool results, memory edits and events) as one transaction; th
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 from app.memory.recollection import recollect
+from app.metrics import TURN_STEPS, TURNS
 from app.memory.recollection import render as render_recollections
 from app.models_base import utcnow
 from app.settings import Settings
@@ -73,6 +75,13 @@ class _TurnState:
     unsaved: list[Event] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     sent: list[str] = field(default_factory=list)
+    deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
+
+    def budget_left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LLMError("the turn used up its time budget (ENGRAM_TURN_TIMEOUT_SECONDS)")
+        return left
 
     def emit(self, kind: type[Any], **fields: Any) -> Event:
         event = kind(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
@@ -171,7 +180,10 @@ class TurnRunner:
             if await AgentRepository(session).get(agent_id) is None:
                 raise NotFound(f"no agent {agent_id}")
             turn = await TurnRepository(session).add(Turn(agent_id=agent_id, message=text, idempotency_key=key))
-            state = _TurnState(agent_id=agent_id, turn_id=turn.id, hub=self.hub, listener=listener)
+            state = _TurnState(
+                agent_id=agent_id, turn_id=turn.id, hub=self.hub, listener=listener,
+                deadline=time.monotonic() + self.settings.turn_timeout_seconds,
+            )
             user = await MessageRepository(session).add(
                 Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text,
                         embedding=embedding, search_text=lexical.search_text(text))
@@ -192,7 +204,9 @@ class TurnRunner:
             agent, view = fitted
             llm_messages = view.openai_messages()
             try:
-                completion = await self.llm.complete(llm_messages, tools.TOOL_SCHEMAS, agent.model)
+                completion = await self.llm.complete(
+                    llm_messages, tools.TOOL_SCHEMAS, agent.model, budget_seconds=state.budget_left()
+                )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))
                 return "llm_error"
@@ -250,7 +264,9 @@ class TurnRunner:
     async def _summarise(self, state: _TurnState, agent: Agent, evicted: list[Message]) -> str:
         assert self.llm is not None
         try:
-            completion = await self.llm.complete(summary_request(agent.summary, evicted), [], agent.model)
+            completion = await self.llm.complete(
+                summary_request(agent.summary, evicted), [], agent.model, budget_seconds=state.budget_left()
+            )
         except LLMError:
             log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))
             return fallback_summary(agent.summary, evicted)
@@ -324,6 +340,8 @@ class TurnRunner:
 
     async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:
         status = {"cancelled": "cancelled", "interrupted": "interrupted"}.get(stop, "completed")
+        TURNS.labels(stop).inc()
+        TURN_STEPS.observe(state.usage.llm_calls)
         state.emit(TurnCompleted, stop_reason=stop, reply=state.reply, usage=state.usage)
         async with transaction(self.sessions) as session:
             turn = await TurnRepository(session).get(state.agent_id, state.turn_id)

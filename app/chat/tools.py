@@ -13,6 +13,7 @@ from app.errors import EngramError
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.service import ArchivalMemory, CoreMemory
+from app.metrics import TOOL_CALLS
 
 PAGE_SIZE = 5
 
@@ -169,6 +170,12 @@ class ToolOutcome:
 
 async def execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
     """Run one call; every failure becomes an error result for the model, never an exception."""
+    outcome = await _execute(ctx, name, arguments)
+    TOOL_CALLS.labels(name if name in TOOLS else "unknown", str(outcome.ok).lower()).inc()
+    return outcome
+
+
+async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
     tool = TOOLS.get(name)
     if tool is None:
         return ToolOutcome(False, f"Error: unknown tool '{name}'. Available tools: {', '.join(TOOLS)}.", arguments)

@@ -1,10 +1,14 @@
 """The chat model: any OpenAI-compatible /v1/chat/completions endpoint, with native tool calling."""
 
+import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from openai import APIError, APITimeoutError, AsyncOpenAI, OpenAIError
+from openai import APIStatusError, APITimeoutError, AsyncOpenAI, OpenAIError, RateLimitError
+
+from app.metrics import LLM_ERRORS, LLM_SECONDS
 
 from app.settings import Settings
 
@@ -41,21 +45,30 @@ class ChatLLM:
             max_retries=settings.llm_max_retries,
         )
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], model: str | None) -> Completion:
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], model: str | None, *, budget_seconds: float | None = None
+    ) -> Completion:
+        """One chat completion. The SDK retries timeouts, 429 and 5xx with exponential backoff and jitter
+        (ENGRAM_LLM_MAX_RETRIES); budget_seconds bounds the call, retries included."""
         kwargs: dict[str, Any] = {"model": model or self.default_model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
             kwargs["tool_choice"] = "auto"
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        started = time.perf_counter()
         try:
-            response = await self._client.chat.completions.create(**kwargs)
-        except APITimeoutError as exc:
-            raise LLMError(f"the LLM did not answer in time: {exc}") from exc
-        except APIError as exc:
-            raise LLMError(f"the LLM endpoint failed: {exc}") from exc
+            async with asyncio.timeout(budget_seconds):
+                response = await self._client.chat.completions.create(**kwargs)
+        except (APITimeoutError, TimeoutError) as exc:
+            raise _failed("timeout", f"the LLM did not answer in time ({type(exc).__name__})", started) from exc
+        except RateLimitError as exc:
+            raise _failed("rate_limited", f"the LLM endpoint kept rate-limiting: {exc}", started) from exc
+        except APIStatusError as exc:
+            raise _failed(f"http_{exc.status_code}", f"the LLM endpoint failed: {exc}", started) from exc
         except OpenAIError as exc:
-            raise LLMError(f"the LLM call failed: {exc}") from exc
+            raise _failed("connection", f"the LLM call failed: {exc}", started) from exc
+        LLM_SECONDS.labels("ok").observe(time.perf_counter() - started)
         if not response.choices:
             raise LLMError("the LLM answered with no choices")
         message = response.choices[0].message
@@ -73,6 +86,12 @@ class ChatLLM:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )
+
+
+def _failed(kind: str, detail: str, started: float) -> LLMError:
+    LLM_SECONDS.labels("error").observe(time.perf_counter() - started)
+    LLM_ERRORS.labels(kind).inc()
+    return LLMError(detail)
 
 
 def decode_arguments(raw: str) -> dict[str, Any]:

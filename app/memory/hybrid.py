@@ -1,6 +1,7 @@
 """Hybrid retrieval in one SQL statement: top candidates by cosine distance (HNSW) and by full-text rank (GIN),
 fused with reciprocal-rank fusion. Shared by archival passages and recall messages."""
 
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,6 +10,8 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import select, text
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.metrics import SEARCH_SECONDS
 
 RRF_K = 60
 CANDIDATES_PER_LIST = 100
@@ -80,9 +83,12 @@ async def hybrid_search(
     # Without iterative scans, an HNSW scan filtered to one agent can return fewer rows than asked for.
     await session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     table = model.__tablename__  # type: ignore[attr-defined]
+    started = time.perf_counter()
     hits = [Hit(r.id, float(r.score), float(r.similarity)) for r in (await session.execute(text(_sql(table, " AND ".join(where), mode)), params)).all()]
     if not hits:
+        SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
         return []
     rows = (await session.scalars(select(model).where(model.id.in_([h.id for h in hits])))).all()  # type: ignore[attr-defined]
+    SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
     by_id = {row.id: row for row in rows}  # type: ignore[attr-defined]
     return [(by_id[h.id], h) for h in hits if h.id in by_id]

@@ -1,0 +1,20 @@
+"""Prometheus metrics (per process; scrape every replica)."""
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+TURNS = Counter("engram_turns_total", "Finished turns by stop reason", ["stop_reason"])
+TURN_STEPS = Histogram("engram_turn_steps", "LLM steps per turn", buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50))
+LLM_SECONDS = Histogram("engram_llm_request_seconds", "LLM chat completion latency", ["outcome"])
+LLM_ERRORS = Counter("engram_llm_errors_total", "LLM calls that failed after retries", ["kind"])
+TOOL_CALLS = Counter("engram_tool_calls_total", "Tool calls by tool and outcome", ["tool", "ok"])
+SEARCH_SECONDS = Histogram(
+    "engram_search_seconds", "Hybrid search latency", ["memory"], buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+)
+LOCK_WAIT_SECONDS = Histogram("engram_turn_lock_wait_seconds", "Time a turn waited for its agent's lock", ["outcome"])
+HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
+
+
+async def metrics_endpoint(_: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
