@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,7 @@ from app.auth.principal import Authenticator
 from app.auth.router import router as admin_router
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns
+from app.chat.relay import EventRelay
 from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner, TurnTasks
 from app.errors import install_error_handlers
@@ -51,12 +53,20 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")
         app.state.authenticator = authenticator
         hub = EventHub()
+        origin = uuid.uuid4()
+        relay = EventRelay(engine, sessions, hub, origin)
+        relay.start()
         turn_tasks = TurnTasks()
         app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
         app.state.turn_tasks = turn_tasks
-        app.state.runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings)
-        yield
-        await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+        app.state.runner = TurnRunner(
+            engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin
+        )
+        try:
+            yield
+        finally:
+            await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+            await relay.stop()
     finally:
         await engine.dispose()
 

@@ -24,6 +24,9 @@ class EventHub:
             else:
                 queue.put_nowait(event)
 
+    def watching(self, agent_id: uuid.UUID) -> bool:
+        return bool(self._subscribers.get(agent_id))
+
     @asynccontextmanager
     async def subscribe(self, agent_id: uuid.UUID) -> AsyncIterator[asyncio.Queue[Event | None]]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()

@@ -29,6 +29,7 @@ from app.chat.events import (
 from app.chat.hub import EventHub
 from app.chat.locks import agent_turn_lock
 from app.chat.models import Message, Turn
+from app.chat.relay import announce
 from app.chat.repository import MessageRepository, TurnRepository
 from app.db import transaction
 from app.errors import NotFound, ServiceUnavailable
@@ -68,6 +69,7 @@ class _TurnState:
     agent_id: uuid.UUID
     turn_id: uuid.UUID
     hub: EventHub
+    origin: uuid.UUID
     listener: Listener | None
     user_seq: int = 0
     memories: str | None = None  # recollections put into the prompt for this turn
@@ -95,6 +97,7 @@ class _TurnState:
     async def save_events(self, session: AsyncSession) -> None:
         if self.unsaved:
             await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in self.unsaved])
+            await announce(session, self.origin, self.turn_id, self.agent_id, [e.seq for e in self.unsaved])
             self.unsaved = []
 
     @property
@@ -119,7 +122,10 @@ class TurnRunner:
         llm: ChatLLM | None,
         hub: EventHub,
         settings: Settings,
+        origin: uuid.UUID,
     ):
+        """origin: this process's id, so that it ignores its own events coming back from other replicas' relay."""
+        self.origin = origin
         self.engine = engine
         self.sessions = sessions
         self.embedder = embedder
@@ -181,7 +187,7 @@ class TurnRunner:
                 raise NotFound(f"no agent {agent_id}")
             turn = await TurnRepository(session).add(Turn(agent_id=agent_id, message=text, idempotency_key=key))
             state = _TurnState(
-                agent_id=agent_id, turn_id=turn.id, hub=self.hub, listener=listener,
+                agent_id=agent_id, turn_id=turn.id, hub=self.hub, origin=self.origin, listener=listener,
                 deadline=time.monotonic() + self.settings.turn_timeout_seconds,
             )
             user = await MessageRepository(session).add(

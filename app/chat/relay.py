@@ -1,0 +1,77 @@
+"""Turn events across replicas: a replica that commits events sends a NOTIFY naming them (payloads are capped at
+8 kB, so the events themselves are read back from turn_events); every other replica LISTENs and hands them to its
+local WebSockets. No infrastructure beyond PostgreSQL; the listener reconnects by itself after a database outage."""
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.chat.events import event_adapter
+from app.chat.hub import EventHub
+from app.chat.repository import TurnRepository
+
+log = logging.getLogger("engram.relay")
+CHANNEL = "engram_events"
+RECONNECT_SECONDS = 2.0
+
+
+async def announce(session: AsyncSession, origin: uuid.UUID, turn_id: uuid.UUID, agent_id: uuid.UUID, seqs: list[int]) -> None:
+    """Queue a notification for the events just written; PostgreSQL sends it only if the transaction commits."""
+    payload = json.dumps({"origin": str(origin), "turn_id": str(turn_id), "agent_id": str(agent_id), "from": min(seqs), "to": max(seqs)})
+    await session.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload})
+
+
+class EventRelay:
+    def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], hub: EventHub, origin: uuid.UUID):
+        self.engine = engine
+        self.sessions = sessions
+        self.hub = hub
+        self.origin = origin
+        self._task: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._listen_forever(), name="engram-event-relay")
+
+    async def stop(self) -> None:
+        for task in [self._task, *self._pending]:
+            if task:
+                task.cancel()
+        await asyncio.gather(*(t for t in [self._task, *self._pending] if t), return_exceptions=True)
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                async with self.engine.connect() as conn:
+                    raw: Any = (await conn.get_raw_connection()).driver_connection
+                    closed = asyncio.get_running_loop().create_future()
+                    raw.add_termination_listener(lambda _: closed.done() or closed.set_result(None))
+                    await raw.add_listener(CHANNEL, self._on_notify)
+                    log.info("listening for events of other replicas")
+                    await closed  # until the connection is lost
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database is down or restarting: try again
+                log.warning("event relay disconnected (%s); reconnecting", type(exc).__name__)
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    def _on_notify(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        note = json.loads(payload)
+        if note["origin"] == str(self.origin) or not self.hub.watching(uuid.UUID(note["agent_id"])):
+            return
+        task = asyncio.create_task(self._relay(uuid.UUID(note["turn_id"]), int(note["from"]), int(note["to"])))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
+        async with self.sessions() as session:
+            stored = await TurnRepository(session).events(turn_id, after_seq=first - 1)
+        for row in stored:
+            if row.seq <= last:
+                self.hub.publish(event_adapter.validate_python(row.payload))
