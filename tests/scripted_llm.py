@@ -49,7 +49,7 @@ class ScriptedLLM:
         self.embedding_requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.app = self._build()
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
@@ -103,7 +103,7 @@ class ScriptedLLM:
         return app
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

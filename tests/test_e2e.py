@@ -1,48 +1,14 @@
 """`engram serve` as a real process: the Japanese story over HTTP and WebSocket, across a process restart."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 from websockets.sync.client import connect
 
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, _free_port, call, last_tool_result, tools
-
-
-@contextmanager
-def running_service(env: dict[str, str]) -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, process.stdout.read() if process.stdout else "service exited"
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "service did not become ready"
-            time.sleep(0.25)
-        yield base
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
+from tests.service_process import running_service
 
 
 def chat_watched(base: str, agent_id: str, message: str) -> tuple[dict, list[dict]]:
