@@ -68,6 +68,19 @@ def _format_validation(errors: list[Any]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+# SQLSTATE class 08 (connection exception), and a server shutting down or starting up.
+_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_unreachable(exc: DBAPIError) -> bool:
+    state = str(getattr(exc.orig, "sqlstate", "") or "")
+    return (
+        exc.connection_invalidated
+        or isinstance(exc, (OperationalError, InterfaceError))
+        or any(state.startswith(prefix) for prefix in _UNAVAILABLE_STATES)
+    )
+
+
 def _database_unavailable(exc: BaseException) -> JSONResponse:
     log.warning("database unavailable: %s", type(exc).__name__)
     return JSONResponse(
@@ -87,7 +100,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
-        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
+        if database_unreachable(exc):
             return _database_unavailable(exc)
         log.error("database error", exc_info=exc)
         return JSONResponse(_body("internal_error", "the request failed on a database error"), status_code=500)
