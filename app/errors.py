@@ -81,6 +81,11 @@ def database_unreachable(exc: DBAPIError) -> bool:
     )
 
 
+def rejected_as_data(exc: DBAPIError) -> bool:
+    """SQLSTATE class 22 (data exception): text with NUL characters, out-of-range numbers… — bad input, not a fault."""
+    return str(getattr(exc.orig, "sqlstate", "") or "").startswith("22")
+
+
 def _database_unavailable(exc: BaseException) -> JSONResponse:
     log.warning("database unavailable: %s", type(exc).__name__)
     return JSONResponse(
@@ -102,6 +107,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
         if database_unreachable(exc):
             return _database_unavailable(exc)
+        if rejected_as_data(exc):
+            return JSONResponse(_body("invalid_request", f"the input cannot be stored: {exc.orig}"), status_code=422)
         log.error("database error", exc_info=exc)
         return JSONResponse(_body("internal_error", "the request failed on a database error"), status_code=500)
 
@@ -121,6 +128,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorBody, "description": "Unknown id"},
+    400: {"model": ErrorBody, "description": "The body is not decodable (e.g. invalid UTF-8)"},
+    401: {"model": ErrorBody, "description": "Missing, invalid or revoked API key"},
+    403: {"model": ErrorBody, "description": "The key may not do this (or: no keys configured and the client is not on loopback)"},
+    404: {"model": ErrorBody, "description": "Unknown id (or another tenant's)"},
+    413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid input"},
+    503: {"model": ErrorBody, "description": "The database is unreachable (see Retry-After)"},
 }

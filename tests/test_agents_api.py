@@ -90,3 +90,16 @@ def test_malformed_json_body_is_422(client: TestClient) -> None:
 def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"status": "ready"}
+
+
+def test_text_postgres_cannot_store_is_422_not_500(client: TestClient, agent: dict) -> None:
+    for method, url, body in [
+        ("POST", "/v1/agents", {"name": "nul\x00byte"}),
+        ("POST", f"/v1/agents/{agent['id']}/archival", {"content": "a\x00b"}),
+        ("GET", f"/v1/agents/{agent['id']}/archival?tags=%00", None),
+        ("PUT", f"/v1/agents/{agent['id']}/memory/human", {"value": "\x00"}),
+    ]:
+        response = client.request(method, url, json=body)
+        assert response.status_code == 422, (method, url, response.text)
+    undecodable = client.post("/v1/agents", content=b'{"name": "\xff\xfe"}', headers={"content-type": "application/json"})
+    assert undecodable.status_code in (400, 422) and undecodable.json()["error"]

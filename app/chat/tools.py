@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.repository import MessageRepository
-from app.errors import EngramError
+from sqlalchemy.exc import DBAPIError
+
+from app.errors import EngramError, rejected_as_data
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.service import ArchivalMemory, CoreMemory
@@ -189,3 +191,7 @@ async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> To
             return ToolOutcome(True, await tool.run(ctx, args), arguments)
     except (ToolError, EngramError) as exc:
         return ToolOutcome(False, f"Error: {exc}", arguments)
+    except DBAPIError as exc:
+        if not rejected_as_data(exc):
+            raise
+        return ToolOutcome(False, f"Error: the arguments cannot be stored ({exc.orig}); remove control characters", arguments)
