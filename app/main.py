@@ -15,7 +15,7 @@ from app.agents.router import router as agents_router
 from app.auth.principal import Authenticator
 from app.auth.router import router as admin_router
 from app.chat.hub import EventHub
-from app.chat.recovery import interrupt_orphaned_turns
+from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
 from app.chat.relay import EventRelay
 from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner, TurnTasks
@@ -56,6 +56,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         origin = uuid.uuid4()
         relay = EventRelay(engine, sessions, hub, origin)
         relay.start()
+        sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
         turn_tasks = TurnTasks()
         app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
         app.state.turn_tasks = turn_tasks
@@ -66,6 +67,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             yield
         finally:
             await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+            sweeper.cancel()
             await relay.stop()
     finally:
         await engine.dispose()

@@ -1,6 +1,7 @@
 """The agent loop against the scripted LLM: tool execution, errors fed back to the model, stop reasons."""
 
 import json
+import time
 
 from fastapi.testclient import TestClient
 
@@ -184,3 +185,27 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
     assert client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"] == []
     hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip", "include_context": True}).json()["items"]
     assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)
+
+
+def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+    patient = settings.model_copy(update={"llm_max_retries": 2})
+    with TestClient(create_app(patient, embedder=embedder), client=LOOPBACK) as client:
+        agent = client.post("/v1/agents", json={"name": "patient"}).json()
+        llm.reset(error(429, "slow down"), error(503, "overloaded"), tools(call("send_message", text="made it")))
+        turn = chat(client, agent, "hello?")
+    assert turn["reply"] == "made it" and turn["usage"]["llm_calls"] == 1
+    assert len(llm.requests) == 3
+
+
+def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+    hurried = settings.model_copy(update={"turn_timeout_seconds": 0.5})
+
+    def slow(request: dict) -> dict:
+        time.sleep(1.5)
+        return tools(call("send_message", text="too late"))
+
+    with TestClient(create_app(hurried, embedder=embedder), client=LOOPBACK) as client:
+        agent = client.post("/v1/agents", json={"name": "hurried"}).json()
+        llm.reset(slow)
+        response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "quick!"})
+    assert response.status_code == 502 and "in time" in response.json()["detail"]

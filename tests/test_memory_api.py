@@ -136,3 +136,10 @@ def test_an_old_version_can_be_restored(client: TestClient, agent: dict) -> None
     assert client.put(path, json={"restore_version": 99}).status_code == 404
     assert client.put(path, json={"value": "x", "restore_version": 2}).status_code == 422
     assert client.put(path, json={}).status_code == 422
+
+
+def test_an_agent_has_a_bounded_number_of_blocks(client: TestClient, agent: dict) -> None:
+    for i in range(30):  # 2 default blocks + 30 = the maximum of 32
+        assert client.put(block_path(agent, f"extra_{i}"), json={"value": "x"}).status_code == 201
+    refused = client.put(block_path(agent, "one_too_many"), json={"value": "x"})
+    assert refused.status_code == 422 and "at most 32" in refused.json()["detail"]

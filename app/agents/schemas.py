@@ -3,7 +3,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, field_validator
 
-from app.memory.schemas import BlockCreate, BlockRead
+from app.memory.schemas import MAX_BLOCKS, BlockCreate, BlockRead
 
 DEFAULT_PERSONA = (
     "I am Engram, a thoughtful assistant with a long-term memory. I remember what people tell me, keep what matters "
@@ -21,7 +21,7 @@ def default_blocks() -> list[BlockCreate]:
 class AgentCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     system: str | None = Field(default=None, max_length=20_000, description="extra instructions added to the system prompt")
-    blocks: list[BlockCreate] | None = Field(default=None, max_length=32, description="core memory blocks; default persona + human")
+    blocks: list[BlockCreate] | None = Field(default=None, max_length=MAX_BLOCKS, description="core memory blocks; default persona + human")
     model: str | None = Field(default=None, max_length=200, description="chat model; default ENGRAM_LLM_MODEL")
 
     @field_validator("blocks")

@@ -1,5 +1,6 @@
 """Turns left `running` by a process that died are closed as `interrupted`, once nobody holds their agent's lock."""
 
+import asyncio
 import logging
 
 from sqlalchemy import text
@@ -13,6 +14,20 @@ from app.db import transaction
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.recovery")
+
+
+SWEEP_SECONDS = 30.0
+
+
+async def sweep_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> None:
+    """Runs for the life of the process: a replica that died mid-turn is noticed by the others, not only at its
+    own restart."""
+    while True:
+        await asyncio.sleep(SWEEP_SECONDS)
+        try:
+            await interrupt_orphaned_turns(engine, sessions)
+        except Exception:  # the database may be down; the next sweep tries again
+            log.warning("orphaned-turn sweep failed", exc_info=True)
 
 
 async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> int:

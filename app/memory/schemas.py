@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field, model_validator
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 DEFAULT_BLOCK_LIMIT = 2000
 MAX_BLOCK_LIMIT = 100_000
+MAX_BLOCKS = 32
 MAX_PASSAGE_CHARS = 20_000
 MAX_TAGS = 16
 

@@ -16,7 +16,7 @@ from app.memory import lexical
 from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
 from app.memory.repository import BlockRepository, PassageMatch, PassageRepository
-from app.memory.schemas import BlockCreate, DEFAULT_BLOCK_LIMIT
+from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCKS, BlockCreate
 from app.models_base import utcnow
 
 Source = Literal["agent", "api"]
@@ -86,6 +86,8 @@ class CoreMemory:
                 raise NotFound(f"there is no core memory block '{label}'")
             if expected_version is not None:
                 raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
+            if len(await self.blocks.of_agent(agent_id)) >= MAX_BLOCKS:
+                raise Unprocessable(f"an agent has at most {MAX_BLOCKS} core memory blocks")
             block = MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
         if expected_version is not None and block.version != expected_version:
             raise PreconditionFailed(f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry")
