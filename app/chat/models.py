@@ -4,11 +4,11 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, Column, Computed, DateTime, ForeignKey, Identity, Index, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Computed, DateTime, ForeignKey, Identity, Index, Integer, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 
-from app.memory.models import TSV_EXPRESSION
+from app.memory.models import TOKEN_COUNT_EXPRESSION, TSV_EXPRESSION
 from app.models_base import agent_fk, id_field, timestamp_field
 
 
@@ -58,6 +58,7 @@ class Message(SQLModel, table=True):
     embedding: list[float] | None = Field(default=None, sa_column=Column(Vector()))
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
+    token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field(index=True)
 
     def recall_text(self) -> str:

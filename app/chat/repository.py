@@ -80,7 +80,7 @@ class MessageRepository:
         agent_id: uuid.UUID,
         *,
         embedding: list[float],
-        tsquery: str | None,
+        terms: list[str],
         k: int,
         below_seq: int | None = None,
         after: datetime | None = None,
@@ -88,7 +88,7 @@ class MessageRepository:
     ) -> list[tuple[Message, Hit]]:
         below = ["seq < :below_seq"] if below_seq is not None else []
         return await hybrid_search(
-            self.session, Message, agent_id, embedding=embedding, tsquery=tsquery, k=k,
+            self.session, Message, agent_id, embedding=embedding, terms=terms, k=k,
             where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
         )
 

@@ -155,7 +155,7 @@ async def list_messages(
     if query is not None:
         [embedding] = await embedder.embed([query])
         hits = await repo.search(
-            agent.id, embedding=embedding, tsquery=lexical.tsquery(query), k=limit, after=after, before=before,
+            agent.id, embedding=embedding, terms=lexical.query_terms(query), k=limit, after=after, before=before,
             below_seq=None if include_context else agent.context_start_seq,
         )
         return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])

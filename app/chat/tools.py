@@ -122,7 +122,7 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
     [embedding] = await ctx.embedder.embed([args.query])
     hits = await MessageRepository(ctx.session).search(
-        ctx.agent_id, embedding=embedding, tsquery=lexical.tsquery(args.query),
+        ctx.agent_id, embedding=embedding, terms=lexical.query_terms(args.query),
         k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq,
     )
     page = hits[args.page * PAGE_SIZE :]

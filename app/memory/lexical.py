@@ -1,13 +1,20 @@
 """Lexical tokens for full-text search in any script.
 
 PostgreSQL's parsers split on spaces, so Japanese or Chinese text would become one giant token. Text is turned
-into tokens here instead: NFKC-normalised, lower-cased words for spaced scripts; character bigrams (and single
-kanji/hanzi) for runs of CJK characters. The tokens are stored in `search_text` and indexed by a generated
-`to_tsvector('simple', search_text)`; queries are built from the same tokens.
+into tokens here instead: NFKC-normalised, lower-cased words for spaced scripts (English words Snowball-stemmed,
+stop words and single letters dropped); character bigrams (and single kanji/hanzi) for runs of CJK characters.
+The tokens are stored in `search_text` and indexed by a generated `to_tsvector('simple', search_text)`; queries
+are built from the same tokens and ranked with BM25 (app/memory/hybrid.py).
+
+On LongMemEval_S (bench/retrieval.py), BM25 over these tokens finds 0.835 of evidence turns in the top 5, against
+0.693 with plain lower-cased `\w+` tokens: stop-word removal and stemming are the classic IR gains.
 """
 
 import re
 import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
@@ -29,8 +36,16 @@ def tokens(text: str) -> list[str]:
         if _IS_CJK.match(run):
             out.extend(_cjk_tokens(run))
         elif run not in ENGLISH_STOPWORDS and (len(run) > 1 or run.isdigit()) and len(run) <= MAX_TOKEN_CHARS:
-            out.append(run)
+            out.append(_stem(run) if run.isascii() and run.isalpha() else run)
     return out
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=100_000)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
 
 
 def _cjk_tokens(run: str) -> list[str]:
@@ -44,9 +59,14 @@ def search_text(text: str) -> str:
     return " ".join(tokens(text))
 
 
-def tsquery(text: str) -> str | None:
-    """An OR-query over the distinct tokens of text, in to_tsquery('simple', …) syntax; None when it has none."""
-    distinct = list(dict.fromkeys(tokens(text)))
-    if not distinct:
-        return None
-    return " | ".join("'" + t.replace("'", "") + "'" for t in distinct[:64])
+MAX_QUERY_TERMS = 64
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct tokens of a search query, in order."""
+    return list(dict.fromkeys(tokens(text)))[:MAX_QUERY_TERMS]
+
+
+def tsquery_of(terms: list[str]) -> str:
+    """An OR-query over terms in to_tsquery('simple', …) syntax ('' for none: matches nothing)."""
+    return " | ".join("'" + t.replace("'", "").replace("\\", "") + "'" for t in terms)

@@ -2,13 +2,14 @@ import uuid
 from datetime import datetime
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Column, Computed, ForeignKey, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Computed, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 
 from app.models_base import agent_fk, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
+TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
 
 
 class MemoryBlock(SQLModel, table=True):
@@ -56,4 +57,5 @@ class ArchivalPassage(SQLModel, table=True):
     # Lexical tokens (words + CJK bigrams) computed in Python; tsv is generated from it.
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
+    token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field()

@@ -51,15 +51,15 @@ async def recollect(
     context_start_seq: int,
 ) -> list[Recollection]:
     """Relevant archival passages and earlier messages (those no longer in the context), best first."""
-    tsquery = lexical.tsquery(query)
-    query_tokens = set(lexical.tokens(query))
+    terms = lexical.query_terms(query)
+    query_tokens = set(terms)
     found: list[Recollection] = []
-    for passage in await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, tsquery=tsquery, k=k):
+    for passage in await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=k):
         cov = coverage(query_tokens, passage.passage.search_text)
         if relevant(passage.similarity, cov):
             found.append(Recollection("archival", passage.passage.content, passage.passage.created_at, passage.similarity, cov))
     messages = await MessageRepository(session).search(
-        agent_id, embedding=embedding, tsquery=tsquery, k=k, below_seq=context_start_seq
+        agent_id, embedding=embedding, terms=terms, k=k, below_seq=context_start_seq
     )
     for message, hit in messages:
         cov = coverage(query_tokens, message.search_text)

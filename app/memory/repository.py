@@ -126,7 +126,7 @@ class PassageRepository:
         agent_id: uuid.UUID,
         *,
         embedding: list[float],
-        tsquery: str | None,
+        terms: list[str],
         k: int,
         tags: list[str] | None = None,
         after: datetime | None = None,
@@ -134,7 +134,7 @@ class PassageRepository:
         mode: Mode = "hybrid",
     ) -> list[PassageMatch]:
         found = await hybrid_search(
-            self.session, ArchivalPassage, agent_id, embedding=embedding, tsquery=tsquery, k=k, mode=mode,
+            self.session, ArchivalPassage, agent_id, embedding=embedding, terms=terms, k=k, mode=mode,
             where=["tags @> CAST(:tags AS text[])"] if tags else [], params={"tags": tags}, after=after, before=before,
         )
         return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]

@@ -185,7 +185,7 @@ class ArchivalMemory:
     ) -> list[PassageMatch]:
         [embedding] = await self.embedder.embed([query])
         matches = await self.passages.hybrid_search(
-            agent_id, embedding=embedding, tsquery=lexical.tsquery(query), k=k,
+            agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k,
             tags=normalise_tags(tags or []), after=after, before=before, mode=mode,
         )
         return [m for m in matches if m.score >= min_score]
