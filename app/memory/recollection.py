@@ -16,8 +16,8 @@ from app.chat.repository import MessageRepository
 from app.memory import lexical
 from app.memory.repository import PassageRepository
 
-MIN_SIMILARITY = 0.45
-MIN_COVERAGE = 0.5
+MIN_SIMILARITY = 0.5
+MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 RECOLLECTION_CHARS = 600
 
