@@ -1,23 +1,18 @@
 """Retrieval benchmark of archival memory on a 28-question slice of LongMemEval_S.
 
-Each question gets its own agent; every turn of its haystack becomes one archival passage ("role: content",
-first 2,000 characters), ingested through the service's own ArchivalMemory.add() (which may fold a near-duplicate
-turn into an earlier passage: a passage then stands for all its turns). The question text is searched through
-ArchivalMemory.search(k=10) in the vector, text and hybrid modes. Printed:
+Each question gets its own agent; every turn of its haystack ("role: content", first 2,000 characters) goes through
+ArchivalMemory.add() (a near-duplicate turn may be folded into an earlier passage, which then stands for both), and
+the question is searched with ArchivalMemory.search(k=10) in the vector, text and hybrid modes. Printed: evidence-turn
+recall@1/5/10 (turns with has_answer) and answer-session hit@1/5/10; search latency and ingest throughput;
+calibration data for the relevance gate of automatic recollection (similarity, fused score and lexical coverage of
+evidence vs other hits, and of hits from another question's agent, where nothing is relevant); and the reference
+baseline computed outside the service, per turn: exact cosine over the vectors the embedder returned at ingest,
+BM25Okapi on lower-cased \\w+ tokens, RRF (k=60) over the top 100 of each. BM25/RRF need `pip install rank_bm25`
+(a local extra, not a project dependency); without it only the dense baseline is shown.
 
-- evidence-turn recall@1/5/10 (turns marked has_answer; questions that have any) and answer-session hit@1/5/10
-  (all questions; also over the questions with evidence turns, which is how the reference numbers were counted);
-- search latency (wall clock per call, after a warm-up) and ingest throughput;
-- calibration data for the relevance gate of automatic recollection: cosine similarity, fused score and lexical
-  coverage of evidence vs other hits in the hybrid top 10, and of the hits when the question is asked of another
-  question's agent (nothing relevant there); threshold grids; the shipped gate (app.memory.recollection);
-- the reference baseline computed outside the service, per turn: exact MiniLM cosine (the vectors the embedder
-  returned at ingest), BM25Okapi on lower-cased \\w+ tokens, RRF (k=60) over the top 100 of each. BM25/RRF need
-  `pip install rank_bm25` (a local extra, not a project dependency); without it only the dense row is shown.
+Run from the repository root in the virtualenv (a private PostgreSQL in a temp dir; no network):
 
-Run from the repository root inside the virtualenv (starts a private PostgreSQL in a temp dir; no network):
-
-    python bench/retrieval.py                  # full run: ~14k turns, ~13 minutes on 2 CPU cores (embedding)
+    python bench/retrieval.py                  # full run: ~14k turns, ~10-14 minutes on 2 CPU cores (embedding)
     python bench/retrieval.py --limit 3        # quick run on the first 3 questions
     python bench/retrieval.py --json out.json  # also dump every figure, per-call latencies included
 """
@@ -27,6 +22,8 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -153,8 +150,9 @@ async def search(sessions, embedder, agent_id: uuid.UUID, query: str, mode: str)
         return matches, (time.perf_counter() - start) * 1000
 
 
-async def run_service(sessions, embedder: RecordingEmbedder, corpora: list[Corpus]) -> dict:
-    """Per mode: rankings and latencies; the hybrid matches; the hybrid matches from the next question's agent."""
+async def run_service(sessions, embedder: RecordingEmbedder, corpora: list[Corpus], repeats: int) -> dict:
+    """Per mode: rankings and latencies (each search timed `repeats` times). Also the hybrid matches, and those
+    of the same question asked of the next question's agent."""
     for c in corpora[:3]:  # warm-up: model, connection pool, plans, index pages
         for mode in MODES:
             await search(sessions, embedder, c.agent_id, c.question["question"], mode)
@@ -162,9 +160,10 @@ async def run_service(sessions, embedder: RecordingEmbedder, corpora: list[Corpu
     out = {"rankings": {m: [] for m in MODES}, "latency_ms": {m: [] for m in MODES}, "hybrid": [], "cross": []}
     for i, c in enumerate(corpora):
         for mode in MODES:
-            matches, ms = await search(sessions, embedder, c.agent_id, c.question["question"], mode)
+            for _ in range(repeats):
+                matches, ms = await search(sessions, embedder, c.agent_id, c.question["question"], mode)
+                out["latency_ms"][mode].append(ms)
             out["rankings"][mode].append([c.passage_turns[m.passage.id] for m in matches])
-            out["latency_ms"][mode].append(ms)
             if mode == "hybrid":
                 out["hybrid"].append(matches)
         if len(corpora) > 1:
@@ -292,7 +291,17 @@ def print_calibration(cal: dict) -> None:
 
 # ---------------------------------------------------------------- main
 
-async def bench(url: str, questions: list[dict], batch: int) -> dict:
+def code_version() -> str:
+    """The commit benchmarked, and whether app/ or alembic/ had uncommitted changes."""
+    def git(*args: str) -> str:
+        root = Path(__file__).resolve().parent.parent
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    dirty = " + uncommitted app changes" if git("status", "--porcelain", "app", "alembic") else ""
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + dirty
+
+
+async def bench(url: str, questions: list[dict], batch: int, repeats: int) -> dict:
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     base = LocalEmbedder("all-MiniLM-L6-v2", 384)
@@ -303,7 +312,7 @@ async def bench(url: str, questions: list[dict], batch: int) -> dict:
             corpora.append(await ingest(sessions, embedder, q, batch))
             print(f"  ingested {i}/{len(questions)} ({len(corpora[-1].turns)} turns, {time.perf_counter() - start:.0f}s)", file=sys.stderr)
         ingest_s, embed_s = time.perf_counter() - start, sum(embedder.calls_ms) / 1000
-        service = await run_service(sessions, embedder, corpora)
+        service = await run_service(sessions, embedder, corpora, repeats)
         baseline = await run_baseline(base, corpora)
     finally:
         await engine.dispose()
@@ -326,26 +335,30 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--batch", type=int, default=128, help="turns per ArchivalMemory.add() call")
+    parser.add_argument("--repeats", type=int, default=3, help="times each search is timed (latency percentiles)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    wall = time.perf_counter()
+    wall, version = time.perf_counter(), code_version()
     questions = load_questions(args.data, args.limit)
-    server, url = start_database(Path(tempfile.mkdtemp(prefix="engram-bench-")))
+    root = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    server, url = start_database(root)
     try:
-        figures = asyncio.run(bench(url, questions, args.batch))
+        figures = asyncio.run(bench(url, questions, args.batch, args.repeats))
     finally:
         server.cleanup()
-    figures["wall_seconds"] = time.perf_counter() - wall
+        shutil.rmtree(root, ignore_errors=True)
+    figures["wall_seconds"], figures["code"] = time.perf_counter() - wall, version
 
     ing, lat = figures["ingest"], figures["latency_ms"]
-    print(f"\nLongMemEval_S dev slice: {figures['questions']} questions, {ing['turns']} turns "
+    print(f"\nCode: {version}. LongMemEval_S dev slice: {figures['questions']} questions, {ing['turns']} turns "
           f"({ing['passages_stored']} passages stored; the rest folded into near-duplicates)")
     print_metrics(figures["metrics"])
     print(f"\nService vector (HNSW) vs exact cosine: top-10 overlap {figures['hnsw_vs_exact_top10_overlap']:.3f}")
     print(f"\nIngest: {ing['turns']} turns in {ing['seconds']:.1f}s = {ing['turns_per_s']:.1f} turns/s (ArchivalMemory.add "
           f"in batches of {args.batch}: {ing['embedding_seconds']:.1f}s embedding, {ing['seconds'] - ing['embedding_seconds']:.1f}s database)")
-    print(f"Search latency (k=10, incl. query embedding p50 {lat['query_embedding_p50']:.1f} ms): hybrid p50 "
+    print(f"Search latency ({args.repeats} x {figures['questions']} calls per mode, k=10, incl. query embedding p50 "
+          f"{lat['query_embedding_p50']:.1f} ms): hybrid p50 "
           f"{lat['hybrid_p50']:.1f} ms, p95 {lat['hybrid_p95']:.1f} ms; vector p50 {lat['vector_p50']:.1f} ms; "
           f"text p50 {lat['text_p50']:.1f} ms")
     print_calibration(figures["calibration"])
