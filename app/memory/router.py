@@ -114,7 +114,7 @@ async def search_or_list_passages(
     limit: Annotated[int, Query(ge=1, le=200, description="page size of a listing")] = 50,
     cursor: str | None = None,
 ) -> Page[PassageRead]:
-    """Hybrid search (vector + full-text, reciprocal-rank fusion) with `query`; otherwise list newest first."""
+    """Hybrid search (vector + BM25 full-text, scores fused) with `query`; otherwise list newest first."""
     tag_list = split_tags(tags)
     if query is not None:
         matches = await archival.search(

@@ -73,7 +73,7 @@ class PassageRead(BaseModel):
     content: str
     tags: list[str]
     created_at: datetime
-    score: float | None = Field(default=None, description="searches only: reciprocal-rank fusion of vector and text ranks, scaled to 0..1")
+    score: float | None = Field(default=None, description="searches only: 0..1, equal-weight combination of min-max normalised cosine and BM25 over the candidates")
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
 
