@@ -83,6 +83,27 @@ def _keys_revoke(args: argparse.Namespace) -> None:
     print("revoked")
 
 
+def _reembed(_: argparse.Namespace) -> None:
+    from app import db
+    from app.llm.embeddings import build_embedder
+    from app.memory.reembed import reembed
+    from app.settings import get_settings
+
+    settings = get_settings()
+    url = _database_url()
+    db.run_migrations(url, settings.vector_dim)
+
+    async def run() -> tuple[int, int]:
+        engine = db.create_engine(url)
+        try:
+            return await reembed(engine, build_embedder(settings))
+        finally:
+            await engine.dispose()
+
+    passages, messages = asyncio.run(run())
+    print(f"re-embedded {passages} passages and {messages} messages with {settings.embedding_model} ({settings.vector_dim} dims)")
+
+
 def _openapi(args: argparse.Namespace) -> None:
     from app.main import create_app
 
@@ -111,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     revoke = keys.add_parser("revoke", help="revoke an API key")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=_keys_revoke)
+    sub.add_parser("reembed", help="embed all stored memory again with the configured embedder").set_defaults(run=_reembed)
     spec = sub.add_parser("openapi", help="write the OpenAPI document")
     spec.add_argument("--output", default="openapi.json")
     spec.set_defaults(run=_openapi)

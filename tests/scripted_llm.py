@@ -100,7 +100,28 @@ class ScriptedLLM:
                 "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": 10, "total_tokens": 0},
             })
 
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request) -> JSONResponse:
+            body = await request.json()
+            inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            with self._lock:
+                self.embedding_requests.append(body)
+            data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(inputs)]
+            return JSONResponse({"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+
         return app
+
+
+EMBEDDING_DIM = 8
+
+
+def hashed_embedding(text: str) -> list[float]:
+    """A deterministic bag-of-words vector: texts sharing words point the same way."""
+    vector = [0.0] * EMBEDDING_DIM
+    for word in text.lower().split():
+        vector[sum(word.encode()) % EMBEDDING_DIM] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
 
 
 def free_port() -> int:

@@ -106,3 +106,22 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
     with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
         assert client.get("/v1/agents").status_code == 401  # a key exists now: loopback is no longer enough
         assert client.get("/v1/agents", headers={"X-API-Key": key}).status_code == 200
+
+
+def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
+    url = create_database(postgres_server, f"engram_reembed_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, 384)
+    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+        agent = client.post("/v1/agents", json={"name": "movable"}).json()
+        client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": "green tea every morning"}, {"content": "the cat is called Mochi"}]})
+    remote = {"ENGRAM_EMBEDDING_PROVIDER": "openai", "ENGRAM_EMBEDDING_MODEL": "hashed", "ENGRAM_EMBEDDING_DIM": "8", "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t"}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "reembed"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin", **remote},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "re-embedded 2 passages" in result.stdout
+    moved = Settings(database_url=url, embedding_provider="openai", embedding_model="hashed", embedding_dim=8, openai_base_url=llm.url, openai_api_key="t")
+    with TestClient(create_app(moved), client=LOOPBACK) as client:  # starts: the database now stores 8 dimensions
+        hits = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "what is the cat called"}).json()["items"]
+        assert hits[0]["content"] == "the cat is called Mochi"
