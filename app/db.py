@@ -40,7 +40,7 @@ def start_embedded_postgres(data_dir: Path) -> str:
 def create_engine(url: str) -> AsyncEngine:
     # A short connect timeout: while the database is down, requests fail fast with 503 instead of hanging.
     return create_async_engine(
-        asyncpg_url(url), pool_size=10, max_overflow=20, pool_pre_ping=True, pool_recycle=1800, pool_timeout=10,
+        asyncpg_url(url), pool_size=20, max_overflow=30, pool_pre_ping=True, pool_recycle=1800, pool_timeout=10,
         connect_args={"timeout": 5},
     )
 

@@ -5,7 +5,6 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
-from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
@@ -20,10 +19,6 @@ from app.settings import Settings
 
 def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
-
-
-def get_sessions(request: Request) -> async_sessionmaker[AsyncSession]:
-    return request.app.state.sessions
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:

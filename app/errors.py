@@ -7,7 +7,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("engram.errors")
@@ -105,12 +106,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
-        if database_unreachable(exc):
-            return _database_unavailable(exc)
         if rejected_as_data(exc):
             return JSONResponse(_body("invalid_request", f"the input cannot be stored: {exc.orig}"), status_code=422)
+        if isinstance(exc, IntegrityError):
+            return JSONResponse(_body("conflict", "a concurrent request changed the same thing; retry"), status_code=409)
+        if database_unreachable(exc):
+            return _database_unavailable(exc)
         log.error("database error", exc_info=exc)
         return JSONResponse(_body("internal_error", "the request failed on a database error"), status_code=500)
+
+    @app.exception_handler(PoolTimeout)
+    async def _pool(_: Request, exc: PoolTimeout) -> JSONResponse:
+        return _database_unavailable(exc)
 
     @app.exception_handler(OSError)
     async def _network(_: Request, exc: OSError) -> JSONResponse:
@@ -123,7 +130,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
         return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 
@@ -132,6 +139,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing, invalid or revoked API key"},
     403: {"model": ErrorBody, "description": "The key may not do this (or: no keys configured and the client is not on loopback)"},
     404: {"model": ErrorBody, "description": "Unknown id (or another tenant's)"},
+    409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid input"},
     503: {"model": ErrorBody, "description": "The database is unreachable (see Retry-After)"},

@@ -8,6 +8,7 @@ import uuid
 from contextvars import ContextVar
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.metrics import HTTP_REQUESTS
@@ -77,7 +78,8 @@ class RequestContextMiddleware:
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
                     if received > self.max_body_bytes:
-                        raise _BodyTooLarge
+                        # FastAPI turns other errors raised while reading a body into a 400; an HTTPException passes.
+                        raise HTTPException(413, f"request bodies are limited to {self.max_body_bytes} bytes")
                 return message
 
             async def send_with_id(message: Message) -> None:
@@ -88,12 +90,7 @@ class RequestContextMiddleware:
                     message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
                 await send(message)
 
-            try:
-                await self.app(scope, capped_receive if scope["type"] == "http" else receive, send_with_id)
-            except _BodyTooLarge:
-                status = 413
-                for message in _error_body(413, "payload_too_large", f"request bodies are limited to {self.max_body_bytes} bytes"):
-                    await send(message)
+            await self.app(scope, capped_receive if scope["type"] == "http" else receive, send_with_id)
         finally:
             if scope["type"] == "http":
                 route = scope.get("route")
@@ -106,6 +103,3 @@ class RequestContextMiddleware:
                 )
             request_id_var.reset(token)
 
-
-class _BodyTooLarge(Exception):
-    pass

@@ -42,6 +42,8 @@ def decode_seq_cursor(cursor: str) -> tuple[int, uuid.UUID]:
 def _decode(cursor: str) -> tuple[str | int, uuid.UUID]:
     try:
         key, row_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if not isinstance(row_id, str) or not (isinstance(key, str) or (isinstance(key, int) and abs(key) < 2**63)):
+            raise ValueError
         return key, uuid.UUID(row_id)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         raise Unprocessable("cursor is malformed: pass back next_cursor as it was returned") from None

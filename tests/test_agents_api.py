@@ -61,6 +61,8 @@ def test_bad_ids_and_bodies(client: TestClient, agent: dict) -> None:
         ("POST", "/v1/agents", {"name": "x", "blocks": [{"label": "a", "value": "toolong", "limit": 3}]}, 422),
         ("PATCH", f"/v1/agents/{agent['id']}", {"name": None}, 422),
         ("GET", "/v1/agents?cursor=garbage", None, 422),
+        ("GET", "/v1/agents?cursor=WzAsIDJd", None, 422),  # base64 of [0, 2]
+        ("GET", f"/v1/agents/{agent['id']}/messages?cursor=WzEwMDAwMDAwMDAwMDAwMDAwMDAwMDAsICJ4Il0=", None, 422),
         ("GET", "/v1/agents?limit=0", None, 422),
         ("POST", f"/v1/agents/{agent['id']}/chat", {"message": ""}, 422),
         ("POST", f"/v1/agents/{agent['id']}/chat", {"text": "hi"}, 422),

@@ -1,5 +1,9 @@
-"""One turn at a time per agent, across every process on the database: a session-level advisory lock."""
+"""One turn at a time per agent, across every process on the database: a session-level advisory lock.
 
+Turns of one agent waiting in the same process queue on an in-memory lock first, so that a burst of chats to one
+agent holds one database connection, not one per waiting request."""
+
+import asyncio
 import math
 import time
 import uuid
@@ -24,26 +28,60 @@ class AgentBusy(Conflict):
     code = "agent_busy"
 
 
+def _busy(timeout_seconds: float, started: float) -> AgentBusy:
+    LOCK_WAIT_SECONDS.labels("timed_out").observe(time.perf_counter() - started)
+    return AgentBusy(
+        f"another turn of this agent is still running after {timeout_seconds:g}s; retry later",
+        headers={"Retry-After": str(max(1, math.ceil(timeout_seconds / 4)))},
+    )
+
+
+class AgentLocks:
+    def __init__(self, engine: AsyncEngine):
+        self.engine = engine
+        self._local: dict[uuid.UUID, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, agent_id: uuid.UUID, timeout_seconds: float) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        lock, users = self._local.get(agent_id, (asyncio.Lock(), 0))
+        self._local[agent_id] = (lock, users + 1)
+        try:
+            try:
+                async with asyncio.timeout(timeout_seconds):
+                    await lock.acquire()
+            except TimeoutError:
+                raise _busy(timeout_seconds, started) from None
+            try:
+                left = max(timeout_seconds - (time.perf_counter() - started), 0.001)
+                async with _advisory_lock(self.engine, agent_id, left, started, timeout_seconds):
+                    yield
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._local[agent_id]
+            if users <= 1:
+                del self._local[agent_id]
+            else:
+                self._local[agent_id] = (lock, users - 1)
+
+
 @asynccontextmanager
-async def agent_turn_lock(engine: AsyncEngine, agent_id: uuid.UUID, timeout_seconds: float) -> AsyncIterator[None]:
+async def _advisory_lock(
+    engine: AsyncEngine, agent_id: uuid.UUID, wait_seconds: float, started: float, timeout_seconds: float
+) -> AsyncIterator[None]:
     """Held on a connection of its own for the whole turn; released if the process dies (the session ends)."""
     key = lock_key(agent_id)
-    started = time.perf_counter()
     async with engine.connect() as conn:
         try:
-            await conn.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{max(int(timeout_seconds * 1000), 1)}ms"})
+            await conn.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{max(int(wait_seconds * 1000), 1)}ms"})
             await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
             await conn.commit()
             LOCK_WAIT_SECONDS.labels("acquired").observe(time.perf_counter() - started)
         except DBAPIError as exc:
             await conn.rollback()
             if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE or LOCK_NOT_AVAILABLE in str(exc.orig):
-                LOCK_WAIT_SECONDS.labels("timed_out").observe(time.perf_counter() - started)
-                retry = str(max(1, math.ceil(timeout_seconds / 4)))
-                raise AgentBusy(
-                    f"another turn of this agent is still running after {timeout_seconds:g}s; retry later",
-                    headers={"Retry-After": retry},
-                ) from None
+                raise _busy(timeout_seconds, started) from None
             raise
         try:
             yield

@@ -73,7 +73,8 @@ def system_prompt(
 
 def to_openai(message: Message) -> dict[str, Any]:
     if message.role == "assistant":
-        out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        # content may be null only beside tool calls; servers reject an assistant message with neither.
+        out: dict[str, Any] = {"role": "assistant", "content": message.content or (None if message.tool_calls else "")}
         if message.tool_calls:
             out["tool_calls"] = [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import uuid
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
@@ -9,6 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.events import TurnCompleted, Usage
 from app.chat.locks import lock_key
+from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.models_base import utcnow
@@ -51,6 +53,7 @@ async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionm
                         stop_reason="interrupted", reply=current.reply or "", usage=Usage.model_validate(current.usage or {}),
                     )
                     await turns.add_events(turn.id, turn.agent_id, [completed.model_dump(mode="json")])
+                    await announce(session, uuid.uuid4(), turn.id, turn.agent_id, [completed.seq])  # every replica relays it
                     current.status, current.stop_reason, current.finished_at = "interrupted", "interrupted", utcnow()
                     session.add(current)
                     closed += 1

@@ -33,17 +33,20 @@ class EventRelay:
         self.sessions = sessions
         self.hub = hub
         self.origin = origin
-        self._task: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Task[None]] = set()
+        # Notifications arrive in commit order; one consumer keeps that order for the watchers.
+        self._notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._listen_forever(), name="engram-event-relay")
+        self._tasks = [
+            asyncio.create_task(self._listen_forever(), name="engram-event-relay"),
+            asyncio.create_task(self._deliver_forever(), name="engram-event-delivery"),
+        ]
 
     async def stop(self) -> None:
-        for task in [self._task, *self._pending]:
-            if task:
-                task.cancel()
-        await asyncio.gather(*(t for t in [self._task, *self._pending] if t), return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _listen_forever(self) -> None:
         while True:
@@ -63,11 +66,16 @@ class EventRelay:
 
     def _on_notify(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         note = json.loads(payload)
-        if note["origin"] == str(self.origin) or not self.hub.watching(uuid.UUID(note["agent_id"])):
-            return
-        task = asyncio.create_task(self._relay(uuid.UUID(note["turn_id"]), int(note["from"]), int(note["to"])))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        if note["origin"] != str(self.origin) and self.hub.watching(uuid.UUID(note["agent_id"])):
+            self._notes.put_nowait(note)
+
+    async def _deliver_forever(self) -> None:
+        while True:
+            note = await self._notes.get()
+            try:
+                await self._relay(uuid.UUID(note["turn_id"]), int(note["from"]), int(note["to"]))
+            except Exception:  # the database may be down; watchers can replay the turn
+                log.warning("could not relay events of turn %s", note["turn_id"], exc_info=True)
 
     async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
         async with self.sessions() as session:

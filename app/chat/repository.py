@@ -49,11 +49,9 @@ class MessageRepository:
         await self.session.flush()
         return message
 
-    async def since(self, agent_id: uuid.UUID, from_seq: int, *, until_seq: int | None = None) -> list[Message]:
-        """Messages with from_seq <= seq (< until_seq), oldest first."""
+    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
+        """Messages with seq >= from_seq, oldest first."""
         query = select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
-        if until_seq is not None:
-            query = query.where(Message.seq < until_seq)
         return list((await self.session.scalars(query.order_by(Message.seq))).all())
 
     async def newest(

@@ -108,14 +108,25 @@ async def _stream_turn(
         return StreamingResponse(iter([_sse(e) for e in replayed]), media_type="text/event-stream")
 
     async def stream() -> AsyncIterator[str]:
-        event = first.result()
-        while True:
+        event: Event | None = first.result()
+        while event is not None:
             yield _sse(event)
             if event.type == "turn_completed":
                 return
-            event = await queue.get()
+            event = await _next_event(queue, task)
+        yield _sse(ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code="turn_failed", detail="the turn stopped without completing"))
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+async def _next_event(queue: asyncio.Queue[Event], task: asyncio.Task[TurnResult]) -> Event | None:
+    """The next event of a streamed turn, or None when the turn's task ended without sending one."""
+    getter = asyncio.ensure_future(queue.get())
+    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+    if getter.done():
+        return getter.result()
+    getter.cancel()
+    return queue.get_nowait() if not queue.empty() else None
 
 
 @router.get("/turns/{turn_id}")
@@ -227,7 +238,8 @@ async def _authenticate_socket(websocket: WebSocket) -> Principal:
         try:
             async with asyncio.timeout(WS_AUTH_TIMEOUT_SECONDS):
                 first = json.loads(await websocket.receive_text())
-            key = first.get("api_key") if isinstance(first, dict) and first.get("type") == "auth" else None
+            offered = first.get("api_key") if isinstance(first, dict) and first.get("type") == "auth" else None
+            key = offered if isinstance(offered, str) else None
         except (TimeoutError, ValueError):
             key = None
     client = websocket.client.host if websocket.client else None
@@ -249,6 +261,8 @@ def _report_refusal(task: asyncio.Task[TurnResult], websocket: WebSocket, agent_
     exc = task.exception()
     if isinstance(exc, EngramError):
         asyncio.ensure_future(_send_error(websocket, agent_id, exc.code, exc.detail))
+    else:
+        asyncio.ensure_future(_send_error(websocket, agent_id, "turn_failed", f"the turn could not run: {type(exc).__name__}"))
 
 
 async def _send_error(websocket: WebSocket, agent_id: uuid.UUID, code: str, detail: str) -> None:

@@ -9,7 +9,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from app.chat.events import (
     TurnStarted, Usage, event_adapter,
 )
 from app.chat.hub import EventHub
-from app.chat.locks import agent_turn_lock
+from app.chat.locks import AgentLocks
 from app.chat.models import Message, Turn
 from app.chat.relay import announce
 from app.chat.repository import MessageRepository, TurnRepository
@@ -78,6 +79,7 @@ class _TurnState:
     usage: Usage = field(default_factory=Usage)
     sent: list[str] = field(default_factory=list)
     deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
+    steps: int = 0
 
     def budget_left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -86,19 +88,27 @@ class _TurnState:
         return left
 
     def emit(self, kind: type[Any], **fields: Any) -> Event:
+        """Record an event; it is stored and goes live with the next committing() transaction."""
         event = kind(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
         self.events.append(event)
         self.unsaved.append(event)
-        self.hub.publish(event)
-        if self.listener:
-            self.listener(event)
         return event
 
-    async def save_events(self, session: AsyncSession) -> None:
-        if self.unsaved:
-            await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in self.unsaved])
-            await announce(session, self.origin, self.turn_id, self.agent_id, [e.seq for e in self.unsaved])
-            self.unsaved = []
+    @asynccontextmanager
+    async def committing(self, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+        """A transaction that also stores the turn's new events. Watchers see them only once it has committed,
+        so what they saw is always what replay shows."""
+        async with transaction(sessions) as session:
+            yield session
+            saving = list(self.unsaved)
+            if saving:
+                await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
+                await announce(session, self.origin, self.turn_id, self.agent_id, [e.seq for e in saving])
+        self.unsaved = self.unsaved[len(saving):]
+        for event in saving:
+            self.hub.publish(event)
+            if self.listener:
+                self.listener(event)
 
     @property
     def reply(self) -> str:
@@ -126,6 +136,7 @@ class TurnRunner:
     ):
         """origin: this process's id, so that it ignores its own events coming back from other replicas' relay."""
         self.origin = origin
+        self.locks = AgentLocks(engine)
         self.engine = engine
         self.sessions = sessions
         self.embedder = embedder
@@ -144,7 +155,7 @@ class TurnRunner:
         if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
             return existing
         embedding = await self._embed(message)
-        async with agent_turn_lock(self.engine, agent_id, self.settings.turn_lock_timeout_seconds):
+        async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
             if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
                 return existing
             state = await self._begin(agent_id, message, embedding, idempotency_key, listener)
@@ -182,21 +193,20 @@ class TurnRunner:
     async def _begin(
         self, agent_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None, listener: Listener | None
     ) -> _TurnState:
-        async with transaction(self.sessions) as session:
+        state = _TurnState(
+            agent_id=agent_id, turn_id=uuid.uuid4(), hub=self.hub, origin=self.origin, listener=listener,
+            deadline=time.monotonic() + self.settings.turn_timeout_seconds,
+        )
+        async with state.committing(self.sessions) as session:
             if await AgentRepository(session).get(agent_id) is None:
                 raise NotFound(f"no agent {agent_id}")
-            turn = await TurnRepository(session).add(Turn(agent_id=agent_id, message=text, idempotency_key=key))
-            state = _TurnState(
-                agent_id=agent_id, turn_id=turn.id, hub=self.hub, origin=self.origin, listener=listener,
-                deadline=time.monotonic() + self.settings.turn_timeout_seconds,
-            )
+            turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
             user = await MessageRepository(session).add(
                 Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text,
                         embedding=embedding, search_text=lexical.search_text(text))
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text)
-            await state.save_events(session)
         return state
 
     async def _steps(self, state: _TurnState) -> StopReason:
@@ -208,6 +218,7 @@ class TurnRunner:
                 state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
                 return "cancelled"
             agent, view = fitted
+            state.steps = step
             llm_messages = view.openai_messages()
             try:
                 completion = await self.llm.complete(
@@ -295,11 +306,10 @@ class TurnRunner:
     async def _record_silent_step(self, state: _TurnState, step: int, monologue: str) -> None:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
-        async with transaction(self.sessions) as session:
+        async with state.committing(self.sessions) as session:
             messages = MessageRepository(session)
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
-            await state.save_events(session)
 
     async def _run_calls(self, state: _TurnState, step: int, monologue: str, calls: list[ToolCall]) -> bool:
         """Execute one step's calls in one transaction; True when the agent sent its reply."""
@@ -314,7 +324,7 @@ class TurnRunner:
             assistant.search_text = lexical.search_text(recall_text)
             assistant.embedding = await self._embed(recall_text)
         sent = False
-        async with transaction(self.sessions) as session:
+        async with state.committing(self.sessions) as session:
             messages = MessageRepository(session)
             await messages.add(assistant)
             agent = await AgentRepository(session).get(state.agent_id)
@@ -341,21 +351,21 @@ class TurnRunner:
                     state.sent.append(text)
                     state.emit(MessageEvent, step=step, text=text)
                     sent = True
-            await state.save_events(session)
         return sent
 
     async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:
         status = {"cancelled": "cancelled", "interrupted": "interrupted"}.get(stop, "completed")
         TURNS.labels(stop).inc()
-        TURN_STEPS.observe(state.usage.llm_calls)
+        TURN_STEPS.observe(state.steps)
         state.emit(TurnCompleted, stop_reason=stop, reply=state.reply, usage=state.usage)
-        async with transaction(self.sessions) as session:
+        async with state.committing(self.sessions) as session:
             turn = await TurnRepository(session).get(state.agent_id, state.turn_id)
             if turn is not None:
                 turn.status, turn.stop_reason, turn.reply = status, stop, state.reply
                 turn.usage, turn.finished_at = state.usage.model_dump(), utcnow()
                 session.add(turn)
-                await state.save_events(session)
+            else:
+                state.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
         return TurnResult(state.turn_id, status, stop, state.reply, state.events, state.usage)
 
 

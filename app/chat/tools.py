@@ -93,7 +93,7 @@ async def core_memory_replace(ctx: ToolContext, args: CoreMemoryReplace) -> str:
 
 async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str]) -> str:
     core = CoreMemory(ctx.session)
-    block = await core.blocks.get(ctx.agent_id, label)
+    block = await core.blocks.get(ctx.agent_id, label, for_update=True)
     if block is None:
         labels = ", ".join(b.label for b in await core.blocks_of(ctx.agent_id))
         raise ToolError(f"there is no core memory block '{label}'; blocks: {labels}")

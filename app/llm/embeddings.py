@@ -7,11 +7,12 @@ from typing import Protocol
 
 from openai import AsyncOpenAI, OpenAIError
 
+from app.errors import ServiceUnavailable
 from app.settings import Settings
 
 
-class EmbeddingError(RuntimeError):
-    pass
+class EmbeddingError(ServiceUnavailable):
+    code = "embedding_unavailable"
 
 
 class Embedder(Protocol):

@@ -24,7 +24,8 @@ class BlockRepository:
     async def get(self, agent_id: uuid.UUID, label: str, *, for_update: bool = False) -> MemoryBlock | None:
         query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id, MemoryBlock.label == label)
         if for_update:
-            query = query.with_for_update()
+            # populate_existing: a row read earlier in this session must not hide a newer committed version.
+            query = query.with_for_update().execution_options(populate_existing=True)
         return (await self.session.scalars(query)).first()
 
     async def add(self, block: MemoryBlock) -> MemoryBlock:
@@ -67,6 +68,7 @@ class PassageRepository:
         """For each vector, the agent's stored passages within min_similarity, closest first (one statement)."""
         if not vectors:
             return []
+        await self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
         rows = (await self.session.execute(text("""
             SELECT q.i, p.id FROM unnest(CAST(:vectors AS vector[])) WITH ORDINALITY AS q(v, i)
             CROSS JOIN LATERAL (
