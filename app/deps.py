@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
-from app.auth.principal import Forbidden, Principal, presented_key
+from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import transaction
 from app.errors import NotFound
 from app.llm.embeddings import Embedder
@@ -46,9 +46,7 @@ async def authenticate(
 
 
 def tenant_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-    if principal.admin:
-        raise Forbidden("the admin key manages tenants and keys; use a tenant's API key for agents")
-    return principal
+    return require_tenant(principal)
 
 
 def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

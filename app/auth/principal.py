@@ -34,6 +34,12 @@ class Principal:
     admin: bool = False
 
 
+def require_tenant(principal: Principal) -> Principal:
+    if principal.admin:
+        raise Forbidden("the admin key manages tenants and keys; use a tenant's API key for agents")
+    return principal
+
+
 def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
     if x_api_key:
         return x_api_key.strip()

@@ -17,7 +17,7 @@ from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
 from app.chat.context import load_context
 from app.chat.schemas import ChatRequest, ChatResponse, ContextRead, ContextTokensRead, MessageRead, WsChat
 from app.chat.models import Message
-from app.auth.principal import Forbidden, Principal, presented_key
+from app.auth.principal import Principal, presented_key, require_tenant
 from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
 from app.memory import lexical
@@ -243,10 +243,7 @@ async def _authenticate_socket(websocket: WebSocket) -> Principal:
         except (TimeoutError, ValueError):
             key = None
     client = websocket.client.host if websocket.client else None
-    principal = await authenticator.authenticate(key, client)
-    if principal.admin:
-        raise Forbidden("the admin key manages tenants and keys; use a tenant's API key for agents")
-    return principal
+    return require_tenant(await authenticator.authenticate(key, client))
 
 
 async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> None:
