@@ -92,12 +92,7 @@ async def core_memory_replace(ctx: ToolContext, args: CoreMemoryReplace) -> str:
 
 
 async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str]) -> str:
-    core = CoreMemory(ctx.session)
-    block = await core.blocks.get(ctx.agent_id, label, for_update=True)
-    if block is None:
-        labels = ", ".join(b.label for b in await core.blocks_of(ctx.agent_id))
-        raise ToolError(f"there is no core memory block '{label}'; blocks: {labels}")
-    block, _ = await core.write(ctx.agent_id, label, edit(block.value), source="agent", turn_id=ctx.turn_id)
+    block, _ = await CoreMemory(ctx.session).write(ctx.agent_id, label, edit, source="agent", turn_id=ctx.turn_id)
     return f"Block '{label}' updated ({len(block.value)}/{block.char_limit} characters). It now reads:\n{block.value}"
 
 

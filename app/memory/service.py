@@ -3,7 +3,7 @@ the agent's tools go through."""
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -69,7 +69,7 @@ class CoreMemory:
         self,
         agent_id: uuid.UUID,
         label: str,
-        value: str,
+        value: str | Callable[[str], str],
         *,
         source: Source,
         turn_id: uuid.UUID | None = None,
@@ -78,12 +78,14 @@ class CoreMemory:
         description: str | None = None,
         read_only: bool | None = None,
     ) -> tuple[MemoryBlock, bool]:
-        """Replace a block's value (creating it for the API); returns (block, created). Row-locked: no lost updates."""
+        """Replace a block's value (creating it for the API); returns (block, created). `value` may be an edit of the
+        current value, applied under the row lock: no lost updates."""
         block = await self.blocks.get(agent_id, label, for_update=True)
         created = block is None
         if block is None:
             if source == "agent":
-                raise NotFound(f"there is no core memory block '{label}'")
+                labels = ", ".join(b.label for b in await self.blocks.of_agent(agent_id))
+                raise NotFound(f"there is no core memory block '{label}'; blocks: {labels}")
             if expected_version is not None:
                 raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
             if len(await self.blocks.of_agent(agent_id)) >= MAX_BLOCKS:
@@ -93,6 +95,8 @@ class CoreMemory:
             raise PreconditionFailed(f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry")
         if source == "agent" and block.read_only:
             raise BlockReadOnly(f"core memory block '{label}' is read-only")
+        if callable(value):
+            value = value(block.value)
         if limit is not None:
             block.char_limit = limit
         if len(value) > block.char_limit:
