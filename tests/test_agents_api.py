@@ -41,6 +41,7 @@ def test_list_agents_paginates(client: TestClient) -> None:
         page = client.get("/v1/agents", params=params).json()
         assert len(page["items"]) <= 2
         seen |= {a["id"] for a in page["items"]}
+        assert all({b["label"] for b in a["blocks"]} == {"persona", "human"} for a in page["items"] if a["id"] in created)
         cursor = page["next_cursor"]
         if cursor is None:
             break

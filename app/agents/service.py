@@ -58,5 +58,6 @@ class AgentService:
         rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
         page = rows[:limit]
         next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
-        return Page[AgentRead](items=[await self.read(a) for a in page], next_cursor=next_cursor)
+        blocks = await self.core.blocks.of_agents([a.id for a in page])
+        return Page[AgentRead](items=[agent_read(a, blocks[a.id]) for a in page], next_cursor=next_cursor)
 

@@ -17,6 +17,14 @@ class BlockRepository:
     def __init__(self, session: AsyncSession):
         self.session = session
 
+    async def of_agents(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[MemoryBlock]]:
+        """The blocks of several agents in one query, by agent, each list ordered by label."""
+        query = select(MemoryBlock).where(MemoryBlock.agent_id.in_(agent_ids)).order_by(MemoryBlock.label)
+        by_agent: dict[uuid.UUID, list[MemoryBlock]] = {agent_id: [] for agent_id in agent_ids}
+        for block in (await self.session.scalars(query)).all():
+            by_agent[block.agent_id].append(block)
+        return by_agent
+
     async def of_agent(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
         query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id).order_by(MemoryBlock.label)
         return (await self.session.scalars(query)).all()
