@@ -40,12 +40,6 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
     root.setLevel(level.upper())
 
 
-def _error_body(status: int, code: str, detail: str) -> tuple[Message, Message]:
-    body = json.dumps({"error": code, "detail": detail}).encode()
-    start: Message = {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
-    return start, {"type": "http.response.body", "body": body}
-
-
 class RequestContextMiddleware:
     """Gives every request an id (X-Request-ID, echoed back), caps request bodies, logs and counts requests."""
 
@@ -64,20 +58,16 @@ class RequestContextMiddleware:
         started = time.perf_counter()
         status = 0
         try:
-            if scope["type"] == "http" and int(headers.get(b"content-length", b"0") or 0) > self.max_body_bytes:
-                status = 413
-                for message in _error_body(413, "payload_too_large", f"request bodies are limited to {self.max_body_bytes} bytes"):
-                    await send(message)
-                return
-
             received = 0
+            declared = int(headers[b"content-length"]) if headers.get(b"content-length", b"").isdigit() else 0
 
             async def capped_receive() -> Message:
                 nonlocal received
                 message = await receive()
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
-                    if received > self.max_body_bytes:
+                    # Declared or streamed, a body over the cap is refused as soon as it is known to be one.
+                    if received > self.max_body_bytes or declared > self.max_body_bytes:
                         # FastAPI turns other errors raised while reading a body into a 400; an HTTPException passes.
                         raise HTTPException(413, f"request bodies are limited to {self.max_body_bytes} bytes")
                 return message

@@ -45,6 +45,7 @@ def test_request_bodies_are_capped(client: TestClient, agent: dict) -> None:
     huge = {"content": "x" * 1_100_000}
     response = client.post(f"/v1/agents/{agent['id']}/archival", json=huge)
     assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+    assert response.headers["x-request-id"]
     chunked = client.post(
         f"/v1/agents/{agent['id']}/archival", content=(b"x" * 100_000 for _ in range(12)),
         headers={"content-type": "application/json"},
