@@ -240,7 +240,7 @@ class TurnRunner:
                     return "invalid_output"
                 continue
             silent_steps = 0
-            if await self._run_calls(state, step, monologue, calls):
+            if await self._run_calls(state, step, monologue, calls, agent.context_start_seq):
                 return "end_turn"
         return "max_steps"
 
@@ -311,7 +311,9 @@ class TurnRunner:
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
 
-    async def _run_calls(self, state: _TurnState, step: int, monologue: str, calls: list[ToolCall]) -> bool:
+    async def _run_calls(
+        self, state: _TurnState, step: int, monologue: str, calls: list[ToolCall], context_start_seq: int
+    ) -> bool:
         """Execute one step's calls in one transaction; True when the agent sent its reply."""
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
@@ -327,10 +329,9 @@ class TurnRunner:
         async with state.committing(self.sessions) as session:
             messages = MessageRepository(session)
             await messages.add(assistant)
-            agent = await AgentRepository(session).get(state.agent_id)
             ctx = tools.ToolContext(
                 session=session, embedder=self.embedder, agent_id=state.agent_id, turn_id=state.turn_id,
-                context_start_seq=agent.context_start_seq if agent else 0,
+                context_start_seq=context_start_seq,
             )
             for call in calls:
                 try:
