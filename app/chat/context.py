@@ -45,9 +45,10 @@ class ContextView:
     messages: list[Message]
     tokens: ContextTokens
     message_tokens: list[int] = field(repr=False, default_factory=list)
+    converted: list[dict[str, Any]] = field(repr=False, default_factory=list)  # self.messages in the OpenAI shape
 
     def openai_messages(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": self.system}, *(prompt.to_openai(m) for m in self.messages)]
+        return [{"role": "system", "content": self.system}, *self.converted]
 
 
 async def load_context(
@@ -60,7 +61,8 @@ async def load_context(
 ) -> ContextView:
     blocks = await CoreMemory(session).blocks_of(agent.id)
     messages = prompt.well_formed(await MessageRepository(session).since(agent.id, agent.context_start_seq))
-    per_message = [message_tokens(prompt.to_openai(m)) for m in messages]
+    converted = [prompt.to_openai(m) for m in messages]
+    per_message = [message_tokens(m) for m in converted]
     window = settings.context_window_for(agent.model or settings.default_llm_model)
     system = prompt.system_prompt(agent, blocks, now, memories=memories)
     total = estimate_tokens(system) + TOOLS_TOKENS + sum(per_message)
@@ -68,7 +70,7 @@ async def load_context(
         system = prompt.system_prompt(agent, blocks, now, memories=memories, pressure=total / window)
         total = estimate_tokens(system) + TOOLS_TOKENS + sum(per_message)
     tokens = ContextTokens(estimate_tokens(system), TOOLS_TOKENS, sum(per_message), total, window)
-    return ContextView(system, messages, tokens, per_message)
+    return ContextView(system, messages, tokens, per_message, converted)
 
 
 def needs_eviction(view: ContextView, settings: Settings) -> bool:
