@@ -115,13 +115,13 @@ def turns_of(question: dict) -> list[tuple[str, tuple[str, int, bool]]]:
     return out
 
 
-def start_database(root: Path):
+def start_database(root: Path, embedding_dim: int = 384):
     import pgserver
 
     server = pgserver.get_server(root / "pgdata", cleanup_mode="delete")
     server.psql('CREATE DATABASE "engram_bench";')
     url = db.asyncpg_url(server.get_uri("engram_bench"))
-    db.run_migrations(url, 384)
+    db.run_migrations(url, embedding_dim)
     return server, url
 
 
