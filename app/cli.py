@@ -22,9 +22,10 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _migrate(_: argparse.Namespace) -> None:
     from app import db
+    from app.embeddings import build_embedder
     from app.settings import get_settings
 
-    db.run_migrations(_database_url(), get_settings().vector_dim)
+    db.run_migrations(_database_url(), build_embedder(get_settings()).dim)
     print("database schema is up to date")
 
 
@@ -84,24 +85,39 @@ def _keys_revoke(args: argparse.Namespace) -> None:
 
 
 def _reembed(_: argparse.Namespace) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     from app import db
-    from app.llm.embeddings import build_embedder
+    from app.embeddings import build_embedder
     from app.memory.reembed import reembed
     from app.settings import get_settings
 
     settings = get_settings()
     url = _database_url()
-    db.run_migrations(url, settings.vector_dim)
+    embedder = build_embedder(settings)
+    db.run_migrations(url, embedder.dim)
 
-    async def run() -> tuple[int, int]:
+    class Bar:
+        def __init__(self, bar: Progress):
+            self.bar, self.task = bar, bar.add_task(f"re-embedding with {embedder.model}", total=None)
+
+        def total(self, rows: int) -> None:
+            self.bar.update(self.task, total=rows)
+
+        def advance(self, rows: int) -> None:
+            self.bar.advance(self.task, rows)
+
+    async def run():  # type: ignore[no-untyped-def]
         engine = db.create_engine(url)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
         try:
-            return await reembed(engine, build_embedder(settings))
+            with Progress(*columns) as bar:
+                return await reembed(engine, embedder, progress=Bar(bar))
         finally:
             await engine.dispose()
 
-    passages, messages = asyncio.run(run())
-    print(f"re-embedded {passages} passages and {messages} messages with {settings.embedding_model} ({settings.vector_dim} dims)")
+    result = asyncio.run(run())
+    print(f"re-embedded {result.passages} passages and {result.messages} messages with {embedder.model} ({embedder.dim} dims)")
 
 
 def _openapi(args: argparse.Namespace) -> None:

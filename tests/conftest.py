@@ -1,4 +1,3 @@
-import os
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -8,12 +7,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import db
-from app.llm.embeddings import LocalEmbedder
+from app.embeddings import Embedder
+from app.embeddings.providers import E5Embedder
 from app.main import create_app
-from app.settings import LOCAL_EMBEDDING_DIM, LOCAL_EMBEDDING_MODEL, Settings
+from app.settings import E5_DIM, Settings, available_cpus
 from tests.scripted_llm import ScriptedLLM
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 LOOPBACK = ("127.0.0.1", 50000)
 
 
@@ -36,13 +35,13 @@ def create_database(server: object, name: str) -> str:
 @pytest.fixture(scope="session")
 def database_url(postgres_server: object) -> str:
     url = create_database(postgres_server, f"engram_test_{uuid.uuid4().hex[:8]}")
-    db.run_migrations(url, LOCAL_EMBEDDING_DIM)
+    db.run_migrations(url, E5_DIM)
     return url
 
 
 @pytest.fixture(scope="session")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder(LOCAL_EMBEDDING_MODEL, LOCAL_EMBEDDING_DIM)
+def embedder() -> Embedder:
+    return E5Embedder(available_cpus())
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +72,7 @@ class CheckedClient(TestClient):
 
 
 @pytest.fixture
-def client(settings: Settings, embedder: LocalEmbedder) -> Iterator[TestClient]:
+def client(settings: Settings, embedder: Embedder) -> Iterator[TestClient]:
     with CheckedClient(create_app(settings, embedder=embedder), raise_server_exceptions=False, client=LOOPBACK) as test_client:
         test_client.statuses = []
         yield test_client

@@ -12,9 +12,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from app import db
 from app.auth.keys import hash_key
-from app.llm.embeddings import LocalEmbedder
+from app.embeddings import Embedder
 from app.main import create_app
-from app.settings import LOCAL_EMBEDDING_DIM, Settings
+from app.settings import E5_DIM, Settings
 from tests.conftest import LOOPBACK, create_database
 from tests.scripted_llm import ScriptedLLM
 
@@ -31,12 +31,12 @@ BODIES = {
 @pytest.fixture(scope="module")
 def keyed_database(postgres_server: object) -> str:
     url = create_database(postgres_server, f"engram_auth_{uuid.uuid4().hex[:8]}")
-    db.run_migrations(url, LOCAL_EMBEDDING_DIM)
+    db.run_migrations(url, E5_DIM)
     return url
 
 
 @pytest.fixture
-def keyed(keyed_database: str, embedder: LocalEmbedder, llm: ScriptedLLM) -> Iterator[TestClient]:
+def keyed(keyed_database: str, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
     settings = Settings(database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m")
     with TestClient(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
         yield client
@@ -129,7 +129,7 @@ def test_websocket_takes_the_key_from_headers_or_a_first_message(keyed: TestClie
             ws.receive_json()
 
 
-def test_without_keys_only_loopback_clients_are_served(database_url: str, embedder: LocalEmbedder) -> None:
+def test_without_keys_only_loopback_clients_are_served(database_url: str, embedder: Embedder) -> None:
     open_settings = Settings(database_url=database_url)
     with TestClient(create_app(open_settings, embedder=embedder), client=("203.0.113.9", 1234)) as remote:
         refused = remote.get("/v1/agents")

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.llm.embeddings import LocalEmbedder
+from app.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK
@@ -39,7 +39,7 @@ def assert_calls_and_results_stay_together(messages: list[dict[str, Any]]) -> No
 
 
 @pytest.fixture
-def small_context(settings: Settings, embedder: LocalEmbedder) -> TestClient:
+def small_context(settings: Settings, embedder: Embedder) -> TestClient:
     tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
     with TestClient(create_app(tight, embedder=embedder), client=LOOPBACK) as client:
         yield client

@@ -1,19 +1,20 @@
 """Pseudo-relevance feedback in hybrid search, with embeddings chosen by hand so the geometry is known."""
 
 import math
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.settings import LOCAL_EMBEDDING_DIM, Settings
-from tests.conftest import LOOPBACK
+from app.settings import E5_DIM, Settings
+from tests.conftest import LOOPBACK, create_database
 
 
 def unit(**components: float) -> list[float]:
     """A vector with the given components on axes named e0, e1, … (normalised)."""
-    vector = [0.0] * LOCAL_EMBEDDING_DIM
+    vector = [0.0] * E5_DIM
     for axis, value in components.items():
         vector[int(axis[1:])] = value
     norm = math.sqrt(sum(v * v for v in vector))
@@ -35,15 +36,20 @@ VECTORS = {
 
 
 class HandPlacedEmbedder:
-    model, dim = "hand-placed", LOCAL_EMBEDDING_DIM
+    model, dim = "hand-placed", E5_DIM
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return [VECTORS[t] for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return VECTORS[text]
 
 
 @pytest.fixture
-def hand_placed(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, embedder=HandPlacedEmbedder()), client=LOOPBACK) as client:
+def hand_placed(postgres_server: object, settings: Settings) -> Iterator[TestClient]:
+    # A database of its own: its vectors belong to the hand-placed "model", not to the shared test database's.
+    own = settings.model_copy(update={"database_url": create_database(postgres_server, f"engram_feedback_{uuid.uuid4().hex[:8]}")})
+    with TestClient(create_app(own, embedder=HandPlacedEmbedder()), client=LOOPBACK) as client:
         yield client
 
 

@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
-from app.llm.embeddings import LocalEmbedder
+from app.embeddings.space import EmbeddingSpaceMismatch, stored_dim
+from app.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK, create_database
@@ -32,21 +33,25 @@ def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
     async def stored() -> int | None:
         engine = db.create_engine(url)
         try:
-            return await db.stored_embedding_dim(engine)
+            async with engine.connect() as conn:
+                return await stored_dim(conn)
         finally:
             await engine.dispose()
 
     assert asyncio.run(stored()) == 384
 
 
-def test_a_different_embedding_dimension_is_a_clear_startup_error(database_url: str, embedder: LocalEmbedder) -> None:
-    wrong = Settings(database_url=database_url, embedding_provider="openai", embedding_dim=768, migrate_on_start=False)
-    with pytest.raises(db.SchemaMismatch, match="stores 384-dimensional embeddings but the configured embedder gives 768"):
-        with TestClient(create_app(wrong, embedder=embedder), client=LOOPBACK):
+def test_another_embedding_model_is_a_clear_startup_error(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
+    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK):  # the shared database: e5 vectors
+        pass
+    remote = settings.model_copy(update={"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": 8,
+                                         "migrate_on_start": False})
+    with pytest.raises(EmbeddingSpaceMismatch, match=r"made by multilingual-e5-small-q4 \(384 dims\).*hashed \(8 dims\).*engram reembed"):
+        with TestClient(create_app(remote), client=LOOPBACK):
             pass
 
 
-def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient, settings: Settings, embedder: LocalEmbedder) -> None:
+def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient, settings: Settings, embedder: Embedder) -> None:
     agent = client.post("/v1/agents", json={"name": "crashy"}).json()
     turn_id = uuid.uuid4()
 
@@ -70,7 +75,7 @@ def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient
     assert [e["type"] for e in turn["events"]] == ["turn_started", "turn_completed"]
 
 
-def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
+def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
     impatient = settings.model_copy(update={"turn_lock_timeout_seconds": 0.5})
     started = threading.Event()
 
@@ -94,7 +99,7 @@ def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, emb
         assert elsewhere.status_code == 200 and elsewhere.json()["reply"] == "other agent"
 
 
-def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedder: LocalEmbedder) -> None:
+def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedder: Embedder) -> None:
     url = create_database(postgres_server, f"engram_keys_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
     result = subprocess.run(
@@ -108,7 +113,7 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
         assert client.get("/v1/agents", headers={"X-API-Key": key}).status_code == 200
 
 
-def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
+def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
     url = create_database(postgres_server, f"engram_reembed_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
     with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:

@@ -3,7 +3,7 @@ the preference found again by an archival search, a name change that rewrites co
 
 from fastapi.testclient import TestClient
 
-from app.llm.embeddings import LocalEmbedder
+from app.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK
@@ -17,7 +17,7 @@ def answer_from_search(request: dict) -> dict:
     return tools(call("send_message", text=f"太郎さんの好きな食べ物は{food}ですね！"))
 
 
-def test_japanese_story_survives_a_restart(settings: Settings, embedder: LocalEmbedder, llm: ScriptedLLM) -> None:
+def test_japanese_story_survives_a_restart(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
     with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as client:
         agent = client.post("/v1/agents", json={"name": "アシスタント"}).json()
         llm.reset(

@@ -5,6 +5,7 @@ Revises:
 Create Date: 2026-12-02
 """
 
+import os
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -22,11 +23,9 @@ TSV = "to_tsvector('simple'::regconfig, search_text)"
 
 
 def _embedding_dim() -> int:
-    dim = op.get_context().config.attributes.get("embedding_dim")
-    if dim is None:
-        from app.settings import get_settings
-
-        dim = get_settings().vector_dim
+    # Given by `engram migrate` / the service (the embedder's dimension); for a bare `alembic upgrade`, the
+    # variable, else the default embedder's 384.
+    dim = op.get_context().config.attributes.get("embedding_dim") or os.environ.get("ENGRAM_EMBEDDING_DIM") or 384
     return int(dim)
 
 

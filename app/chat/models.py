@@ -56,6 +56,7 @@ class Message(SQLModel, table=True):
     tool_call_id: str | None = None
     name: str | None = None
     embedding: list[float] | None = Field(default=None, sa_column=Column(Vector()))
+    embedding_model: str | None = Field(default=None, sa_column=Column(Text))
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))

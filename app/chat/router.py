@@ -164,7 +164,7 @@ async def list_messages(
     that have left the context (all of them with `include_context=true`)."""
     repo = MessageRepository(session)
     if query is not None:
-        [embedding] = await embedder.embed([query])
+        embedding = await embedder.embed_query(query)
         hits = await repo.search(
             agent.id, embedding=embedding, terms=lexical.query_terms(query), k=limit, after=after, before=before,
             below_seq=None if include_context else agent.context_start_seq,

@@ -35,7 +35,7 @@ from app.chat.repository import MessageRepository, TurnRepository
 from app.db import transaction
 from app.errors import NotFound, ServiceUnavailable
 from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_arguments
-from app.llm.embeddings import Embedder, EmbeddingError
+from app.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 from app.memory.recollection import recollect
@@ -155,13 +155,14 @@ class TurnRunner:
         if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
             return existing
         embedding = await self._embed(message)
+        query_vector = await self._embed(message, as_query=True) if self.settings.auto_retrieval else None
         async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
             if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
                 return existing
             state = await self._begin(agent_id, message, embedding, idempotency_key, listener)
             try:
-                if self.settings.auto_retrieval and embedding is not None:
-                    state.memories = await self._recollect(state, message, embedding)
+                if query_vector is not None:
+                    state.memories = await self._recollect(state, message, query_vector)
                 stop = await self._steps(state)
             except asyncio.CancelledError:
                 await asyncio.shield(self._finish(state, "cancelled"))
@@ -181,9 +182,12 @@ class TurnRunner:
                 return None
             return result_of(turn, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
 
-    async def _embed(self, text: str) -> list[float] | None:
+    async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
+        """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""
         try:
-            [vector] = await self.embedder.embed([text])
+            if as_query:
+                return await self.embedder.embed_query(text)
+            [vector] = await self.embedder.embed_passages([text])
             return vector
         except EmbeddingError:
             # Recall search then finds the message by its words only; losing the message would be worse.
@@ -203,7 +207,8 @@ class TurnRunner:
             turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
             user = await MessageRepository(session).add(
                 Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text,
-                        embedding=embedding, search_text=lexical.search_text(text))
+                        embedding=embedding, embedding_model=self.embedder.model if embedding else None,
+                        search_text=lexical.search_text(text))
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text)
@@ -325,6 +330,7 @@ class TurnRunner:
         if recall_text:
             assistant.search_text = lexical.search_text(recall_text)
             assistant.embedding = await self._embed(recall_text)
+            assistant.embedding_model = self.embedder.model if assistant.embedding else None
         sent = False
         async with state.committing(self.sessions) as session:
             messages = MessageRepository(session)

@@ -12,7 +12,7 @@ from app.chat.repository import MessageRepository
 from sqlalchemy.exc import DBAPIError
 
 from app.errors import EngramError, rejected_as_data
-from app.llm.embeddings import Embedder
+from app.embeddings import Embedder
 from app.memory import lexical
 from app.memory.service import ArchivalMemory, CoreMemory
 from app.metrics import TOOL_CALLS
@@ -115,7 +115,7 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
-    [embedding] = await ctx.embedder.embed([args.query])
+    embedding = await ctx.embedder.embed_query(args.query)
     hits = await MessageRepository(ctx.session).search(
         ctx.agent_id, embedding=embedding, terms=lexical.query_terms(args.query),
         k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq,

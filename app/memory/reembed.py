@@ -1,52 +1,138 @@
-"""`engram reembed`: move every stored embedding to the configured embedder (another model or dimension).
+"""`engram reembed`: move every stored vector to the configured embedder (another model, or another dimension).
 
-One transaction: the vector indexes are dropped, the columns retyped to the new dimension, every archival passage
-and searchable message embedded again in batches, and the indexes rebuilt. Until it commits, the service keeps
-reading the old embeddings; if it fails, nothing changed."""
+Resumable, in bounded memory: each batch of rows is embedded and committed on its own, and a row's
+`embedding_model` tells whether it is done, so a run that stops (Ctrl-C, a crash, a lost connection) loses at most
+one batch of work and the next run carries on. Text is never touched; only derived vectors are replaced. While a
+run is unfinished, `embedding_space.complete` is false and the service refuses to start (the database holds
+vectors of two models). The vector indexes are dropped at the start and built once at the end (cheaper than
+updating them row by row); a different dimension retypes the vector columns first."""
 
 import logging
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
 
-from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.llm.embeddings import Embedder
-from app.tables import ArchivalPassage, Message
+from app.chat.models import Message
+from app.embeddings import Embedder
+from app.embeddings.space import record_space, stored_dim
 
 log = logging.getLogger("engram.reembed")
-BATCH = 256
+BATCH = 64
+REEMBED_LOCK_KEY = 0x72656D62  # "remb": one run at a time
 VECTOR_INDEXES = {"archival_passages": "ix_archival_passages_embedding", "messages": "ix_messages_embedding"}
+PENDING = {
+    "archival_passages": "embedding_model IS DISTINCT FROM :model",
+    "messages": "embedding_model IS DISTINCT FROM :model AND role IN ('user', 'assistant') AND search_text <> ''",
+}
 
 
-async def reembed(engine: AsyncEngine, embedder: Embedder) -> tuple[int, int]:
-    """Returns (passages, messages) embedded again."""
+class Progress(Protocol):
+    def total(self, rows: int) -> None: ...
+
+    def advance(self, rows: int) -> None: ...
+
+
+class _Silent:
+    def total(self, rows: int) -> None:
+        pass
+
+    def advance(self, rows: int) -> None:
+        log.info("re-embedded %d more rows", rows)
+
+
+class ReembedBusy(RuntimeError):
+    """Another `engram reembed` holds the database."""
+
+
+@dataclass
+class ReembedResult:
+    passages: int
+    messages: int
+
+
+async def reembed(
+    engine: AsyncEngine, embedder: Embedder, *, batch: int = BATCH, progress: Progress | None = None
+) -> ReembedResult:
+    """Rows embedded by this run, per table (rows a stopped earlier run finished are not counted again)."""
+    progress = progress or _Silent()
+    async with engine.connect() as lock_conn:
+        if not (await lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": REEMBED_LOCK_KEY})).scalar():
+            raise ReembedBusy("another `engram reembed` is running on this database")
+        try:
+            await _prepare(engine, embedder)
+            done = {table: 0 for table in PENDING}
+            # Again until none is left: rows written meanwhile by a service still running on the old model.
+            while pending := await _pending(engine, embedder.model):
+                progress.total(sum(done.values()) + pending)
+                for table in PENDING:
+                    done[table] += await _embed_table(engine, embedder, table, batch, progress)
+            await _finish(engine, embedder)
+            return ReembedResult(passages=done["archival_passages"], messages=done["messages"])
+        finally:
+            await lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REEMBED_LOCK_KEY})
+
+
+async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        session = AsyncSession(bind=conn)
         for table, index in VECTOR_INDEXES.items():
             await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
-            await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding DROP NOT NULL"))
-            await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({embedder.dim}) USING NULL"))
-        passages = await _embed_all(session, select(ArchivalPassage).order_by(ArchivalPassage.id), lambda p: p.content, embedder)
-        searchable = select(Message).where(Message.role.in_(("user", "assistant")), Message.search_text != "").order_by(Message.id)
-        messages = await _embed_all(session, searchable, lambda m: m.recall_text(), embedder)
-        await session.flush()
-        await conn.execute(text("UPDATE archival_passages SET embedding_model = :model"), {"model": embedder.model})
+        await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding DROP NOT NULL"))
+        if await stored_dim(conn) != embedder.dim:
+            # Old vectors cannot be kept in a column of the new size; their rows stay pending until embedded.
+            for table in VECTOR_INDEXES:
+                await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({embedder.dim}) USING NULL"))
+        await record_space(conn, embedder.model, complete=False)
+    log.info("re-embedding with %s (%d dims)", embedder.model, embedder.dim)
+
+
+async def _pending(engine: AsyncEngine, model: str) -> int:
+    async with engine.connect() as conn:
+        counts = [(await conn.execute(text(f"SELECT count(*) FROM {t} WHERE {where}"), {"model": model})).scalar_one()
+                  for t, where in PENDING.items()]
+    return sum(counts)
+
+
+async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batch: int, progress: Progress) -> int:
+    """Embeds the table's pending rows in id order, one committed transaction per batch."""
+    body = "content" if table == "archival_passages" else "content, tool_calls"
+    after, done = uuid.UUID(int=0), 0
+    while True:
+        async with engine.begin() as conn:
+            rows = (await conn.execute(
+                text(f"SELECT id, {body} FROM {table} WHERE {PENDING[table]} AND id > :after ORDER BY id LIMIT :n"),
+                {"model": embedder.model, "after": after, "n": batch},
+            )).all()
+            if not rows:
+                return done
+            vectors = await embedder.embed_passages([_text(table, row) for row in rows])
+            await _store(conn, table, [row.id for row in rows], vectors, embedder.model)
+        after, done = rows[-1].id, done + len(rows)
+        progress.advance(len(rows))
+
+
+def _text(table: str, row) -> str:  # type: ignore[no-untyped-def]
+    if table == "archival_passages":
+        return row.content
+    return Message(role="user", content=row.content, tool_calls=row.tool_calls).recall_text()
+
+
+async def _store(conn: AsyncConnection, table: str, ids: list[uuid.UUID], vectors: list[list[float]], model: str) -> None:
+    await conn.execute(
+        text(
+            f"UPDATE {table} AS t SET embedding = CAST(v.vector AS vector), embedding_model = :model "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS text[])) AS v(id, vector) WHERE t.id = v.id"
+        ),
+        {"ids": ids, "vectors": [str(v) for v in vectors], "model": model},
+    )
+
+
+async def _finish(engine: AsyncEngine, embedder: Embedder) -> None:
+    async with engine.begin() as conn:
         await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding SET NOT NULL"))
         for table, index in VECTOR_INDEXES.items():
-            await conn.execute(text(f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops)"))
-    return passages, messages
-
-
-async def _embed_all(session: AsyncSession, query, body, embedder: Embedder) -> int:  # type: ignore[no-untyped-def]
-    done = 0
-    offset = 0
-    while True:
-        rows = list((await session.scalars(query.offset(offset).limit(BATCH))).all())
-        if not rows:
-            return done
-        for row, vector in zip(rows, await embedder.embed([body(r) for r in rows]), strict=True):
-            row.embedding = vector
-        await session.flush()
-        done += len(rows)
-        offset += BATCH
-        log.info("re-embedded %d rows", done)
+            await conn.execute(text(f"CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw (embedding vector_cosine_ops)"))
+        await record_space(conn, embedder.model, complete=True)
+    log.info("re-embedding complete; vector indexes rebuilt")

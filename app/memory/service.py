@@ -11,7 +11,7 @@ from typing import Literal
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
-from app.llm.embeddings import Embedder
+from app.embeddings import Embedder
 from app.memory import lexical
 from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
@@ -157,7 +157,7 @@ class ArchivalMemory:
     async def add(self, agent_id: uuid.UUID, items: list[tuple[str, list[str]]]) -> list[Stored]:
         """Embed and store passages; a near-duplicate of a stored (or earlier in the batch) passage is not stored
         again, and its original is returned instead."""
-        vectors = await self.embedder.embed([content for content, _ in items])
+        vectors = await self.embedder.embed_passages([content for content, _ in items])
         neighbours = await self.passages.nearest(agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_SIMILARITY)
         stored: list[Stored] = []
         fresh: list[ArchivalPassage] = []
@@ -187,7 +187,7 @@ class ArchivalMemory:
         min_score: float = 0.0,
         mode: Mode = "hybrid",
     ) -> list[PassageMatch]:
-        [embedding] = await self.embedder.embed([query])
+        embedding = await self.embedder.embed_query(query)
         matches = await self.passages.hybrid_search(
             agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k,
             tags=normalise_tags(tags or []), after=after, before=before, mode=mode,

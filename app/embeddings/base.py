@@ -1,0 +1,60 @@
+"""The embedder protocol, its error, and the single-worker executor that keeps local models off the event loop."""
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+import numpy as np
+
+from app.errors import ServiceUnavailable
+
+# Bounds the model work one text can cost (e5 embeds long texts window by window rather than truncating them).
+MAX_EMBED_CHARS = 4000
+
+
+class EmbeddingError(ServiceUnavailable):
+    code = "embedding_unavailable"
+
+
+class Embedder(Protocol):
+    model: str  # stored with every vector: vectors of different models are never compared
+    dim: int
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...
+
+
+Encode = Callable[[list[str]], Sequence[Sequence[float]]]
+
+
+class LocalModelEmbedder:
+    """Runs a blocking in-process model on one worker thread: the event loop stays free (the native code releases
+    the GIL), and calls queue instead of oversubscribing the cores, each of which the model already uses."""
+
+    model: str
+    dim: int
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+
+    def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
+        raise NotImplementedError
+
+    def _encode_queries(self, texts: list[str]) -> Sequence[Sequence[float]]:
+        raise NotImplementedError
+
+    async def _run(self, encode: Encode, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        clipped = [t[:MAX_EMBED_CHARS] for t in texts]
+        vectors = await asyncio.get_running_loop().run_in_executor(self._pool, encode, clipped)
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._run(self._encode_passages, texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        [vector] = await self._run(self._encode_queries, [text])
+        return vector
