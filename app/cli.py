@@ -22,7 +22,7 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _migrate(_: argparse.Namespace) -> None:
     from app import db
-    from app.embeddings import build_embedder
+    from app.llm.embeddings import build_embedder
     from app.settings import get_settings
 
     db.run_migrations(_database_url(), build_embedder(get_settings()).dim)
@@ -88,7 +88,7 @@ def _reembed(_: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from app import db
-    from app.embeddings import build_embedder
+    from app.llm.embeddings import build_embedder
     from app.memory.reembed import reembed
     from app.settings import get_settings
 

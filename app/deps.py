@@ -12,7 +12,7 @@ from app.agents.repository import AgentRepository
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import transaction
 from app.errors import NotFound
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.memory.service import ArchivalMemory, CoreMemory
 from app.settings import Settings
 

@@ -21,8 +21,8 @@ from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner, TurnTasks
 from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
-from app.embeddings import Embedder, build_embedder
-from app.embeddings.space import check_embedding_space
+from app.llm.embeddings import Embedder, build_embedder
+from app.llm.embeddings.space import check_embedding_space
 from app.memory.router import router as memory_router
 from app.metrics import metrics_endpoint
 from app.observability import RequestContextMiddleware

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 
 
 class CachedEmbedder:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app import db  # noqa: E402
 from app.agents.models import Agent  # noqa: E402
 from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
-from app.embeddings import Embedder, build_embedder  # noqa: E402
+from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
 from app.memory.service import ArchivalMemory  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench.retrieval import start_database  # noqa: E402

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app import db  # noqa: E402
 from app.agents.models import Agent  # noqa: E402
 from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
-from app.embeddings import Embedder, build_embedder  # noqa: E402
+from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
 from app.memory import lexical  # noqa: E402
 from app.memory.recollection import MIN_COVERAGE, MIN_SIMILARITY, coverage, relevant  # noqa: E402

@@ -7,8 +7,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app import db
-from app.embeddings import Embedder
-from app.embeddings.providers import E5Embedder
+from app.llm.embeddings import Embedder
+from app.llm.embeddings.providers import E5Embedder
 from app.main import create_app
 from app.settings import E5_DIM, Settings, available_cpus
 from tests.scripted_llm import ScriptedLLM

@@ -12,7 +12,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from app import db
 from app.auth.keys import hash_key
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import E5_DIM, Settings
 from tests.conftest import LOOPBACK, create_database

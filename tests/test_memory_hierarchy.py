@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK

@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
-from app.embeddings import Embedder
-from app.embeddings.space import EmbeddingSpaceMismatch
+from app.llm.embeddings import Embedder
+from app.llm.embeddings.space import EmbeddingSpaceMismatch
 from app.main import create_app
 from app.memory import lexical
 from app.memory.reembed import reembed

@@ -3,7 +3,7 @@ the preference found again by an archival search, a name change that rewrites co
 
 from fastapi.testclient import TestClient
 
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK

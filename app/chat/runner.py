@@ -35,7 +35,7 @@ from app.chat.repository import MessageRepository, TurnRepository
 from app.db import transaction
 from app.errors import NotFound, ServiceUnavailable
 from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_arguments
-from app.embeddings import Embedder, EmbeddingError
+from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 from app.memory.recollection import recollect

@@ -12,7 +12,7 @@ from app.chat.repository import MessageRepository
 from sqlalchemy.exc import DBAPIError
 
 from app.errors import EngramError, rejected_as_data
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.service import ArchivalMemory, CoreMemory
 from app.metrics import TOOL_CALLS

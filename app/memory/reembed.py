@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.chat.models import Message
-from app.embeddings import Embedder
-from app.embeddings.space import record_space, stored_dim
+from app.llm.embeddings import Embedder
+from app.llm.embeddings.space import record_space, stored_dim
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64

@@ -11,7 +11,7 @@ from typing import Literal
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
-from app.embeddings import Embedder
+from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision

@@ -5,7 +5,7 @@ refuses to start with another model than the stored one, and `engram reembed` is
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.embeddings.base import Embedder
+from app.llm.embeddings.base import Embedder
 
 
 class EmbeddingSpaceMismatch(RuntimeError):
