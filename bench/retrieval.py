@@ -44,7 +44,8 @@ from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
 from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
 from app.memory import lexical  # noqa: E402
-from app.memory.recollection import MIN_COVERAGE, MIN_SIMILARITY, coverage, relevant  # noqa: E402
+from app.memory.background import baseline  # noqa: E402
+from app.memory.recollection import MIN_COVERAGE, MIN_MARGIN, coverage, relevant  # noqa: E402
 from app.memory.service import ArchivalMemory  # noqa: E402
 from app.settings import Settings  # noqa: E402
 
@@ -54,7 +55,8 @@ KS = (1, 5, 10)
 MAX_CHARS = 2000
 RRF_K, RRF_CANDIDATES = 60, 100
 PERCENTILES = (10, 25, 50, 75, 90)
-SIMILARITY_GRID = [round(0.20 + 0.05 * i, 2) for i in range(16)]  # 0.20 .. 0.95
+SIMILARITY_GRID = [round(0.60 + 0.025 * i, 3) for i in range(15)]  # 0.600 .. 0.950
+MARGIN_GRID = [round(0.01 * i, 2) for i in range(16)]  # 0.00 .. 0.15
 COVERAGE_GRID = [round(0.2 + 0.1 * i, 1) for i in range(9)]  # 0.2 .. 1.0
 GATE_K = Settings.model_fields["auto_retrieval_k"].default  # hits automatic recollection looks at
 WORD = re.compile(r"\w+")
@@ -236,31 +238,33 @@ def top10_overlap(service: list[Ranking], exact: list[Ranking]) -> float:
     return float(np.mean([len(covered(s, 10) & covered(e, 10)) / max(len(covered(e, 10)), 1) for s, e in zip(service, exact)]))
 
 
-def calibration(corpora: list[Corpus], hybrid: list, cross: list) -> dict:
+def calibration(corpora: list[Corpus], hybrid: list, cross: list, baselines: list[float]) -> dict:
+    """`baselines`: per question, its similarity to generic text (app/memory/background.py); margin = similarity
+    minus baseline, as the recollection gate computes it."""
     groups = ("evidence top10", "other top10", "evidence top5", "other top5", "cross-agent top1", f"cross-agent top{GATE_K}")
-    values = {g: {"similarity": [], "score": [], "coverage": []} for g in groups}
+    values = {g: {"similarity": [], "margin": [], "score": [], "coverage": []} for g in groups}
     gate_cross = []  # per question: does any cross-agent top-GATE_K hit pass the shipped gate?
 
-    def record(group: str, match, tokens: set[str]) -> bool:
+    def record(group: str, match, tokens: set[str], base: float) -> bool:
         cov = coverage(tokens, match.passage.search_text)
-        for key, value in (("similarity", match.similarity), ("score", match.score), ("coverage", cov)):
+        for key, value in (("similarity", match.similarity), ("margin", match.similarity - base), ("score", match.score), ("coverage", cov)):
             values[group][key].append(value)
-        return relevant(match.similarity, cov)
+        return relevant(match.similarity - base, cov)
 
-    for c, matches, other in zip(corpora, hybrid, cross + [[]] * (len(corpora) - len(cross))):
+    for c, matches, other, base in zip(corpora, hybrid, cross + [[]] * (len(corpora) - len(cross)), baselines):
         tokens, evidence = set(lexical.tokens(c.question["question"])), c.evidence
         for rank, m in enumerate(matches):
             kind = "evidence" if evidence & set(c.passage_turns[m.passage.id]) else "other"
             for group in [f"{kind} top10"] + ([f"{kind} top5"] if rank < 5 else []):
-                record(group, m, tokens)
+                record(group, m, tokens, base)
         if other:
-            record("cross-agent top1", other[0], tokens)
-            gate_cross.append(any([record(f"cross-agent top{GATE_K}", m, tokens) for m in other[:GATE_K]]))
+            record("cross-agent top1", other[0], tokens, base)
+            gate_cross.append(any([record(f"cross-agent top{GATE_K}", m, tokens, base) for m in other[:GATE_K]]))
     kept = lambda xs, t: float(np.mean([x >= t for x in xs])) if xs else float("nan")  # noqa: E731
     grid_groups = ("evidence top5", "other top5", "cross-agent top1")
     grids = {key: [{"threshold": t, **{g: kept(values[g][key], t) for g in grid_groups}} for t in thresholds]
-             for key, thresholds in (("similarity", SIMILARITY_GRID), ("coverage", COVERAGE_GRID))}
-    gate = {g: float(np.mean([relevant(s, cv) for s, cv in zip(values[g]["similarity"], values[g]["coverage"])] or [np.nan]))
+             for key, thresholds in (("similarity", SIMILARITY_GRID), ("margin", MARGIN_GRID), ("coverage", COVERAGE_GRID))}
+    gate = {g: float(np.mean([relevant(mg, cv) for mg, cv in zip(values[g]["margin"], values[g]["coverage"])] or [np.nan]))
             for g in ("evidence top5", "other top5")}
     gate["cross-agent questions with a hit kept"] = float(np.mean(gate_cross)) if gate_cross else float("nan")
     return {"values": values, "grids": grids, "shipped_gate": gate}
@@ -280,7 +284,7 @@ def print_metrics(metrics: dict[str, dict]) -> None:
 
 
 def print_calibration(cal: dict) -> None:
-    for key in ("similarity", "score", "coverage"):
+    for key in ("similarity", "margin", "score", "coverage"):
         print(f"\nHybrid hits: {key} percentiles")
         print(f"{'group':<18} {'n':>5} " + " ".join(f"{'p' + str(p):>6}" for p in PERCENTILES))
         for group, vals in cal["values"].items():
@@ -290,9 +294,9 @@ def print_calibration(cal: dict) -> None:
         print(f"\n{key.capitalize()} threshold t: fraction of hits with {key} >= t")
         print(f"{'t':>5}  {'evidence top5':>14}  {'other top5':>11}  {'cross-agent top1':>17}")
         for row in grid:
-            print(f"{row['threshold']:5.2f}  {row['evidence top5']:14.3f}  {row['other top5']:11.3f}  {row['cross-agent top1']:17.3f}")
+            print(f"{row['threshold']:5.3f}  {row['evidence top5']:14.3f}  {row['other top5']:11.3f}  {row['cross-agent top1']:17.3f}")
     gate = cal["shipped_gate"]
-    print(f"\nShipped gate (similarity >= {MIN_SIMILARITY} or coverage >= {MIN_COVERAGE}): keeps {gate['evidence top5']:.3f} "
+    print(f"\nShipped gate (margin >= {MIN_MARGIN} or coverage >= {MIN_COVERAGE}): keeps {gate['evidence top5']:.3f} "
           f"of evidence top-5 hits, {gate['other top5']:.3f} of other top-5 hits; asked of another agent, "
           f"{gate['cross-agent questions with a hit kept']:.3f} of questions get at least one of the top {GATE_K} injected")
 
@@ -325,7 +329,8 @@ async def bench(url: str, questions: list[dict], batch: int, repeats: int, cache
             print(f"  ingested {i}/{len(questions)} ({len(corpora[-1].turns)} turns, {time.perf_counter() - start:.0f}s)", file=sys.stderr)
         ingest_s, embed_s = time.perf_counter() - start, sum(embedder.calls_ms) / 1000
         service = await run_service(sessions, embedder, corpora, repeats)
-        baseline = await run_baseline(base, corpora)
+        reference = await run_baseline(base, corpora)
+        baselines = [await baseline(base, await base.embed_query(c.question["question"])) for c in corpora]
     finally:
         await engine.dispose()
     n_turns, lat = sum(len(c.turns) for c in corpora), service["latency_ms"]
@@ -336,9 +341,9 @@ async def bench(url: str, questions: list[dict], batch: int, repeats: int, cache
         "latency_ms": {"hybrid_p50": float(np.percentile(lat["hybrid"], 50)), "hybrid_p95": float(np.percentile(lat["hybrid"], 95)),
                        "vector_p50": float(np.percentile(lat["vector"], 50)), "text_p50": float(np.percentile(lat["text"], 50)),
                        "query_embedding_p50": float(np.percentile(embedder.calls_ms, 50)), "per_call": lat},
-        "metrics": {name: retrieval_metrics(corpora, r) for name, r in ({f"service {m}": service["rankings"][m] for m in MODES} | baseline).items()},
-        "hnsw_vs_exact_top10_overlap": top10_overlap(service["rankings"]["vector"], baseline["baseline dense"]),
-        "calibration": calibration(corpora, service["hybrid"], service["cross"]),
+        "metrics": {name: retrieval_metrics(corpora, r) for name, r in ({f"service {m}": service["rankings"][m] for m in MODES} | reference).items()},
+        "hnsw_vs_exact_top10_overlap": top10_overlap(service["rankings"]["vector"], reference["baseline dense"]),
+        "calibration": calibration(corpora, service["hybrid"], service["cross"], baselines),
     }
 
 

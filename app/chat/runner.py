@@ -255,7 +255,7 @@ class TurnRunner:
             if agent is None:
                 return None
             found = await recollect(
-                session, agent.id, message, embedding, k=self.settings.auto_retrieval_k,
+                session, agent.id, message, embedding, embedder=self.embedder, k=self.settings.auto_retrieval_k,
                 context_start_seq=agent.context_start_seq,
             )
         return render_recollections(found)

@@ -57,11 +57,11 @@ class Hit:
 
 def _fused(pool: str, vector_weight: float) -> str:
     """The rows of `pool` (id, similarity, ranking, bm25) with their fused score: `ranking` (cosine to the query
-    that ranks) min-max normalised over the pool, BM25 over [0, max]."""
+    that ranks) min-max normalised over the pool, BM25 as a share of the query's bound (see `bound`)."""
     return f"""
     SELECT id, similarity, ranking,
            {vector_weight} * coalesce((ranking - min(ranking) OVER ()) / nullif(max(ranking) OVER () - min(ranking) OVER (), 0), 1)
-           + {1 - vector_weight} * coalesce(bm25 / nullif(max(bm25) OVER (), 0), 0) AS score
+           + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
     FROM {pool}"""
 
 
@@ -108,6 +108,11 @@ matches AS (
     ) AS score
     FROM tf JOIN df USING (term) JOIN matches m ON m.id = tf.id CROSS JOIN corpus
     GROUP BY tf.id
+), bound AS (
+    -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
+    -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
+    SELECT sum(ln(1 + (corpus.n - coalesce(df.df, 0) + 0.5) / (coalesce(df.df, 0) + 0.5))) * {BM25_K1 + 1} AS value
+    FROM unnest(CAST(:terms AS text[])) AS q(term) LEFT JOIN df USING (term) CROSS JOIN corpus
 ), lex AS (
     SELECT id FROM bm25 ORDER BY score DESC, id LIMIT {limit}
 )"""

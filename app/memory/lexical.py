@@ -55,6 +55,12 @@ def _cjk_tokens(run: str) -> list[str]:
     return grams + [ch for ch in run if _IDEOGRAPH.match(ch)]
 
 
+def fingerprint(text: str) -> str:
+    """The letters and digits of a text, in order (NFKC, case-folded): equal for texts that differ only in
+    punctuation, spacing, case or width."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
+
+
 def search_text(text: str) -> str:
     return " ".join(tokens(text))
 

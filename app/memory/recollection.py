@@ -1,10 +1,11 @@
 """Retrieval that does not wait for the model to remember to search: at the start of a turn the user's message is
 searched in archival and recall memory, and the few hits that pass a relevance gate go into the prompt.
 
-The gate keeps a hit when its meaning is close (cosine similarity) or when it shares enough of the query's words
-(lexical coverage: the share of the query's distinct tokens found in the hit, which also works for Japanese, where
-a small English embedder like MiniLM gives unrelated sentences similarities of 0.3-0.4). Both thresholds come from
-bench/retrieval.py on LongMemEval: see the figures in bench/README.md."""
+The gate keeps a hit when its meaning is close or when it shares enough of the query's words. Close: its cosine
+similarity stands out from the query's baseline (the margin over the query's similarity to generic text, see
+app/memory/background.py; a raw cosine cannot tell, since multilingual-e5 scores unrelated texts 0.75-0.85).
+Words: lexical coverage, the share of the query's distinct tokens found in the hit (bigrams for Japanese). Both
+thresholds come from bench/retrieval.py on LongMemEval and from the Japanese set: see bench/README.md."""
 
 import uuid
 from dataclasses import dataclass
@@ -13,10 +14,12 @@ from datetime import datetime
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.repository import MessageRepository
+from app.llm.embeddings import Embedder
 from app.memory import lexical
+from app.memory.background import baseline
 from app.memory.repository import PassageRepository
 
-MIN_SIMILARITY = 0.5
+MIN_MARGIN = 0.07
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 RECOLLECTION_CHARS = 600
@@ -28,6 +31,7 @@ class Recollection:
     content: str
     created_at: datetime
     similarity: float
+    margin: float
     coverage: float
 
 
@@ -37,8 +41,8 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
 
 
-def relevant(similarity: float, lexical_coverage: float) -> bool:
-    return similarity >= MIN_SIMILARITY or lexical_coverage >= MIN_COVERAGE
+def relevant(margin: float, lexical_coverage: float) -> bool:
+    return margin >= MIN_MARGIN or lexical_coverage >= MIN_COVERAGE
 
 
 async def recollect(
@@ -47,25 +51,29 @@ async def recollect(
     query: str,
     embedding: list[float],
     *,
+    embedder: Embedder,
     k: int,
     context_start_seq: int,
 ) -> list[Recollection]:
     """Relevant archival passages and earlier messages (those no longer in the context), best first."""
     terms = lexical.query_terms(query)
     query_tokens = set(terms)
+    base = await baseline(embedder, embedding)
     found: list[Recollection] = []
     for passage in await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=k):
         cov = coverage(query_tokens, passage.passage.search_text)
-        if relevant(passage.similarity, cov):
-            found.append(Recollection("archival", passage.passage.content, passage.passage.created_at, passage.similarity, cov))
+        if relevant(passage.similarity - base, cov):
+            found.append(Recollection("archival", passage.passage.content, passage.passage.created_at,
+                                      passage.similarity, passage.similarity - base, cov))
     messages = await MessageRepository(session).search(
         agent_id, embedding=embedding, terms=terms, k=k, below_seq=context_start_seq
     )
     for message, hit in messages:
         cov = coverage(query_tokens, message.search_text)
-        if relevant(hit.similarity, cov):
-            found.append(Recollection("conversation", f"{message.role}: {message.recall_text()}", message.created_at, hit.similarity, cov))
-    found.sort(key=lambda r: max(r.similarity, r.coverage), reverse=True)
+        if relevant(hit.similarity - base, cov):
+            found.append(Recollection("conversation", f"{message.role}: {message.recall_text()}", message.created_at,
+                                      hit.similarity, hit.similarity - base, cov))
+    found.sort(key=lambda r: max(r.margin / MIN_MARGIN, r.coverage / MIN_COVERAGE), reverse=True)
     return found[:k]
 
 
