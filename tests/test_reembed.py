@@ -137,6 +137,7 @@ def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: objec
             pass
 
     assert asyncio.run(run(embedder)) == (3, 1)  # only what was left
+    assert asyncio.run(run(embedder)) == (0, 0)  # and then nothing
     done = rows(url)
     assert {m for _, m in done["archival_passages"] + done["messages"]} == {embedder.model}
     with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:

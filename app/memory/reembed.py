@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.chat.models import Message
 from app.llm.embeddings import Embedder
-from app.llm.embeddings.space import record_space, stored_dim
+from app.llm.embeddings.space import record_space, stored_dim, stored_space
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64
@@ -62,6 +62,8 @@ async def reembed(
         if not (await lock_conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": REEMBED_LOCK_KEY})).scalar():
             raise ReembedBusy("another `engram reembed` is running on this database")
         try:
+            if await _up_to_date(engine, embedder):
+                return ReembedResult(passages=0, messages=0)
             await _prepare(engine, embedder)
             done = {table: 0 for table in PENDING}
             # Again until none is left: rows written meanwhile by a service still running on the old model.
@@ -73,6 +75,12 @@ async def reembed(
             return ReembedResult(passages=done["archival_passages"], messages=done["messages"])
         finally:
             await lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REEMBED_LOCK_KEY})
+
+
+async def _up_to_date(engine: AsyncEngine, embedder: Embedder) -> bool:
+    async with engine.connect() as conn:
+        space, dim = await stored_space(conn), await stored_dim(conn)
+    return space == (embedder.model, True) and dim == embedder.dim and not await _pending(engine, embedder.model)
 
 
 async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
