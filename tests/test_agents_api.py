@@ -106,3 +106,12 @@ def test_text_postgres_cannot_store_is_422_not_500(client: TestClient, agent: di
         assert response.status_code == 422, (method, url, response.text)
     undecodable = client.post("/v1/agents", content=b'{"name": "\xff\xfe"}', headers={"content-type": "application/json"})
     assert undecodable.status_code in (400, 422) and undecodable.json()["error"]
+
+
+def test_unknown_fields_are_refused_not_dropped(client: TestClient, agent: dict) -> None:
+    response = client.post("/v1/agents", json={"name": "x", "persona": "a cat"})
+    assert response.status_code == 422 and response.json()["error"] == "invalid_request"
+    assert "persona" in response.json()["detail"]
+    typo = client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "tea", "tag": ["drinks"]})
+    assert typo.status_code == 422 and "tag" in typo.json()["detail"]
+    assert client.get(f"/v1/agents/{agent['id']}/archival").json()["items"] == []

@@ -4,6 +4,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field, field_validator
 
 from app.memory.schemas import MAX_BLOCKS, BlockCreate, BlockRead
+from app.request_body import RequestBody
 
 DEFAULT_PERSONA = (
     "I am Engram, a thoughtful assistant with a long-term memory. I remember what people tell me, keep what matters "
@@ -18,7 +19,7 @@ def default_blocks() -> list[BlockCreate]:
     ]
 
 
-class AgentCreate(BaseModel):
+class AgentCreate(RequestBody):
     name: str = Field(min_length=1, max_length=200)
     system: str | None = Field(default=None, max_length=20_000, description="extra instructions added to the system prompt")
     blocks: list[BlockCreate] | None = Field(default=None, max_length=MAX_BLOCKS, description="core memory blocks; default persona + human")
@@ -32,7 +33,7 @@ class AgentCreate(BaseModel):
         return blocks
 
 
-class AgentUpdate(BaseModel):
+class AgentUpdate(RequestBody):
     name: str | None = Field(default=None, min_length=1, max_length=200)
     system: str | None = Field(default=None, max_length=20_000)
     model: str | None = Field(default=None, max_length=200)

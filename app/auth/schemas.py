@@ -2,9 +2,10 @@ import uuid
 from datetime import datetime
 
 from pydantic import BaseModel, Field
+from app.request_body import RequestBody
 
 
-class TenantCreate(BaseModel):
+class TenantCreate(RequestBody):
     name: str = Field(min_length=1, max_length=200)
 
 
@@ -14,7 +15,7 @@ class TenantRead(BaseModel):
     created_at: datetime
 
 
-class KeyCreate(BaseModel):
+class KeyCreate(RequestBody):
     name: str = Field(default="default", min_length=1, max_length=200, description="a label to tell keys apart")
 
 

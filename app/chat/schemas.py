@@ -5,11 +5,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from app.chat.events import Event, StopReason, Usage
+from app.request_body import RequestBody
 
 MAX_MESSAGE_CHARS = 32_000
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(RequestBody):
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
 
 
@@ -22,7 +23,7 @@ class ChatResponse(BaseModel):
     usage: Usage
 
 
-class WsChat(BaseModel):
+class WsChat(RequestBody):
     type: Literal["chat"]
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     idempotency_key: str | None = Field(default=None, max_length=200)

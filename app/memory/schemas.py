@@ -3,6 +3,7 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
+from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 DEFAULT_BLOCK_LIMIT = 2000
@@ -12,7 +13,7 @@ MAX_PASSAGE_CHARS = 20_000
 MAX_TAGS = 16
 
 
-class BlockCreate(BaseModel):
+class BlockCreate(RequestBody):
     label: str = Field(pattern=LABEL_PATTERN, description="lower-case identifier, e.g. `human`, `persona`")
     value: str = ""
     limit: int = Field(default=DEFAULT_BLOCK_LIMIT, ge=1, le=MAX_BLOCK_LIMIT, description="maximum characters")
@@ -20,7 +21,7 @@ class BlockCreate(BaseModel):
     read_only: bool = False
 
 
-class BlockWrite(BaseModel):
+class BlockWrite(RequestBody):
     value: str | None = Field(default=None, description="the new value; or give restore_version instead")
     restore_version: int | None = Field(default=None, ge=1, description="restore the value of this earlier version")
     limit: int | None = Field(default=None, ge=1, le=MAX_BLOCK_LIMIT)
@@ -59,12 +60,12 @@ class RevisionRead(BaseModel):
 Tag = str
 
 
-class PassageCreate(BaseModel):
+class PassageCreate(RequestBody):
     content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
 
 
-class PassageBatchCreate(BaseModel):
+class PassageBatchCreate(RequestBody):
     items: list[PassageCreate] = Field(min_length=1, max_length=500)
 
 
