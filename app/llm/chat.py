@@ -38,7 +38,7 @@ class ChatLLM:
         self.default_model = settings.default_llm_model
         self.temperature = settings.llm_temperature
         self._client = AsyncOpenAI(
-            base_url=settings.openai_base_url,
+            base_url=settings.llm_base_url,
             # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
             api_key=settings.openai_api_key or "unused",
             timeout=settings.llm_timeout_seconds,

@@ -105,7 +105,7 @@ def build_embedder(settings: Settings) -> Embedder:
         return SentenceTransformerEmbedder(settings.embedding_model, settings.embedding_model_name)
     assert settings.embedding_model is not None and settings.embedding_dim is not None
     client = AsyncOpenAI(
-        base_url=settings.embedding_base_url or settings.openai_base_url,
+        base_url=settings.embeddings_base_url,
         api_key=settings.embedding_api_key or settings.openai_api_key or "unused",
         timeout=60.0,
         max_retries=settings.llm_max_retries,
