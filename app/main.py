@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi_offline import FastAPIOffline
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
@@ -74,7 +75,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> FastAPI:
     """embedder: an already loaded embedder to share (tests); otherwise one is built at start-up."""
-    app = FastAPI(
+    # FastAPIOffline: /docs and /redoc with their assets served from the fastapi-offline package, not a CDN.
+    app = FastAPIOffline(
         title="Engram",
         version="0.1.0",
         summary="Long-term memory for AI agents: core, archival and recall memory behind one API.",

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 
 from fastapi.testclient import TestClient
 
@@ -63,3 +64,13 @@ def test_json_logs_carry_the_request_id() -> None:
     finally:
         request_id_var.reset(token)
     assert entry == {**entry, "level": "info", "logger": "engram.turn", "message": "turn t1 done", "request_id": "req-42"}
+
+
+def test_api_docs_work_offline(client: TestClient) -> None:
+    for page in ("/docs", "/redoc"):
+        html = client.get(page)
+        assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+        assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html.text) + re.findall(r"""url: ["']([^"']+)["']""", html.text)
+        assert assets and not [a for a in assets if "://" in a], assets  # nothing from another host
+        for asset in assets:
+            assert client.get(asset).status_code == 200, asset
