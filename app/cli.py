@@ -34,7 +34,7 @@ def _database_url() -> str:
     from app.settings import get_settings
 
     settings = get_settings()
-    return settings.database_url or db.start_embedded_postgres(settings.data_dir)
+    return settings.database_url or db.start_embedded_postgres(settings.data_dir).url
 
 
 def _keys_create(args: argparse.Namespace) -> None:

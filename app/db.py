@@ -4,7 +4,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -23,14 +25,25 @@ def asyncpg_url(url: str) -> str:
     raise ValueError(f"DATABASE_URL must be a PostgreSQL URL, got {url.split('://')[0]}://…")
 
 
-def start_embedded_postgres(data_dir: Path) -> str:
-    """Start (or reuse) a private PostgreSQL with pgvector under data_dir; return its URL."""
+@dataclass
+class EmbeddedPostgres:
+    url: str
+    server: Any
+
+    def stop(self) -> None:
+        """Stops the server (pgserver would do it at exit, but a SIGTERM ends the process without atexit hooks)."""
+        self.server.cleanup()
+        log.info("embedded PostgreSQL stopped")
+
+
+def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
+    """Start (or reuse) a private PostgreSQL with pgvector under data_dir."""
     import pgserver
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(data_dir / "pgdata", cleanup_mode="stop")
     log.info("embedded PostgreSQL running from %s", data_dir / "pgdata")
-    return asyncpg_url(server.get_uri())
+    return EmbeddedPostgres(asyncpg_url(server.get_uri()), server)
 
 
 def create_engine(url: str) -> AsyncEngine:

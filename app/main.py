@@ -4,12 +4,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi_offline import FastAPIOffline
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
 from app.agents.router import router as agents_router
@@ -36,41 +37,50 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    url = settings.database_url or await asyncio.to_thread(db.start_embedded_postgres, settings.data_dir)
-    embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
-    if settings.migrate_on_start:
-        await db.migrate(url, embedder.dim)
-    engine = db.create_engine(url)
-    try:
-        await check_embedding_space(engine, embedder)
-        sessions = db.session_factory(engine)
-        await interrupt_orphaned_turns(engine, sessions)
-        llm = ChatLLM(settings) if settings.llm_configured else None
-        if llm is None:
-            log.warning("no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set")
-        authenticator = Authenticator(sessions, settings.admin_key)
-        if not await authenticator.keys_configured():
-            log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")
-        app.state.authenticator = authenticator
-        hub = EventHub()
-        origin = uuid.uuid4()
-        relay = EventRelay(engine, sessions, hub, origin)
-        relay.start()
-        sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
-        turn_tasks = TurnTasks()
-        app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
-        app.state.turn_tasks = turn_tasks
-        app.state.runner = TurnRunner(
-            engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin
-        )
-        try:
+    async with AsyncExitStack() as cleanup:  # undone in reverse order, on any exit
+        url = settings.database_url
+        if url is None:
+            embedded = await asyncio.to_thread(db.start_embedded_postgres, settings.data_dir)
+            cleanup.push_async_callback(asyncio.to_thread, embedded.stop)
+            url = embedded.url
+        embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
+        if settings.migrate_on_start:
+            await db.migrate(url, embedder.dim)
+        engine = db.create_engine(url)
+        cleanup.push_async_callback(engine.dispose)
+        async with _serving(app, settings, engine, embedder):
             yield
-        finally:
-            await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
-            sweeper.cancel()
-            await relay.stop()
+
+
+@asynccontextmanager
+async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedder: Embedder) -> AsyncIterator[None]:
+    await check_embedding_space(engine, embedder)
+    sessions = db.session_factory(engine)
+    await interrupt_orphaned_turns(engine, sessions)
+    llm = ChatLLM(settings) if settings.llm_configured else None
+    if llm is None:
+        log.warning("no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set")
+    authenticator = Authenticator(sessions, settings.admin_key)
+    if not await authenticator.keys_configured():
+        log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")
+    app.state.authenticator = authenticator
+    hub = EventHub()
+    origin = uuid.uuid4()
+    relay = EventRelay(engine, sessions, hub, origin)
+    relay.start()
+    sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
+    turn_tasks = TurnTasks()
+    app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
+    app.state.turn_tasks = turn_tasks
+    app.state.runner = TurnRunner(
+        engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin
+    )
+    try:
+        yield
     finally:
-        await engine.dispose()
+        await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+        sweeper.cancel()
+        await relay.stop()
 
 
 def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> FastAPI:
