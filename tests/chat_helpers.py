@@ -2,6 +2,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.scripted_llm import call, tools
+
 
 def chat(client: TestClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:
     response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": message}, headers=headers)
@@ -20,3 +22,10 @@ def tool_results(turn: dict[str, Any]) -> list[dict[str, Any]]:
 def block_value(client: TestClient, agent: dict, label: str) -> str:
     blocks = client.get(f"/v1/agents/{agent['id']}/memory").json()["blocks"]
     return next(b["value"] for b in blocks if b["label"] == label)
+
+
+def reply_with_recalled_memories(request: dict[str, Any]) -> dict[str, Any]:
+    """A scripted answer that sends back the prompt's "possibly relevant memories" section, or "(nothing recalled)"."""
+    system = request["messages"][0]["content"]
+    section = system.split("## Possibly relevant memories", 1)[1] if "## Possibly relevant memories" in system else ""
+    return tools(call("send_message", text=section or "(nothing recalled)"))

@@ -85,3 +85,13 @@ def agent(client: TestClient) -> dict:
     response = client.post("/v1/agents", json={"name": "Engram test agent"})
     assert response.status_code == 201, response.text
     return response.json()
+
+
+@pytest.fixture
+def small_context(settings: Settings, embedder: Embedder) -> Iterator[TestClient]:
+    """A client whose agents have a 3,000-token context window (eviction after a few turns), without automatic
+    recollection."""
+    tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
+    with CheckedClient(create_app(tight, embedder=embedder), raise_server_exceptions=False, client=LOOPBACK) as client:
+        client.statuses = []
+        yield client

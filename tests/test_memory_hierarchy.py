@@ -3,14 +3,9 @@ messages, memories retrieved into the prompt without a search tool call."""
 
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
-from app.llm.embeddings import Embedder
-from app.main import create_app
-from app.settings import Settings
-from tests.conftest import LOOPBACK
-from tests.chat_helpers import chat, tool_results
+from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
 from tests.scripted_llm import ScriptedLLM, call, text, tools
 
 FILLER = "We talked about the weather, the trains and the price of coffee in the city centre once more. " * 6
@@ -37,12 +32,6 @@ def assert_calls_and_results_stay_together(messages: list[dict[str, Any]]) -> No
             assert not pending, "a tool call without its result"
             pending = {c["id"] for c in message.get("tool_calls") or []}
 
-
-@pytest.fixture
-def small_context(settings: Settings, embedder: Embedder) -> TestClient:
-    tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
-    with TestClient(create_app(tight, embedder=embedder), client=LOOPBACK) as client:
-        yield client
 
 
 def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_searchable(small_context: TestClient, llm: ScriptedLLM) -> None:
@@ -89,12 +78,7 @@ def test_archival_answer_reaches_the_prompt_without_a_search_call(client: TestCl
         {"content": "ユーザーの好きな食べ物はラーメンです"},
     ]})
 
-    def reply_from_prompt(request: dict[str, Any]) -> dict[str, Any]:
-        system = request["messages"][0]["content"]
-        section = system.split("## Possibly relevant memories", 1)[1] if "## Possibly relevant memories" in system else ""
-        return tools(call("send_message", text=section or "(nothing recalled)"))
-
-    llm.reset(reply_from_prompt, reply_from_prompt, reply_from_prompt)
+    llm.reset(reply_with_recalled_memories, reply_with_recalled_memories, reply_with_recalled_memories)
     cat = chat(client, agent, "What is my cat called again?")["reply"]
     assert "Mochi" in cat and "dentist" not in cat
     food = chat(client, agent, "僕の好きな食べ物は何？")["reply"]

@@ -7,15 +7,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
-from app.llm.embeddings import Embedder
-from app.main import create_app
 from app.memory import lexical
-from app.settings import Settings
-from tests.chat_helpers import chat, tool_results
-from tests.conftest import LOOPBACK
+from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
 from tests.scripted_llm import ScriptedLLM, call, text, tools
 
 DATA = json.loads((Path(__file__).parent / "data" / "multilingual_memory.json").read_text())
@@ -59,12 +54,6 @@ def test_the_agent_finds_japanese_memories_with_archival_memory_search(client: T
 JAPANESE_FILLER = "今日は駅前の喫茶店で本を読み、帰りに商店街で買い物をして、夕方は洗濯物を片付けました。" * 12
 
 
-@pytest.fixture
-def small_context(settings: Settings, embedder: Embedder) -> TestClient:
-    tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
-    with TestClient(create_app(tight, embedder=embedder), client=LOOPBACK) as client:
-        yield client
-
 
 def test_the_agent_finds_an_evicted_japanese_message_with_conversation_search(small_context: TestClient, llm: ScriptedLLM) -> None:
     client = small_context
@@ -89,12 +78,7 @@ def test_the_agent_finds_an_evicted_japanese_message_with_conversation_search(sm
 def test_automatic_recollection_brings_japanese_memories_into_the_prompt(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     store_facts(client, agent)
 
-    def reply_from_prompt(request: dict[str, Any]) -> dict[str, Any]:
-        system = request["messages"][0]["content"]
-        section = system.split("## Possibly relevant memories", 1)[1] if "## Possibly relevant memories" in system else ""
-        return tools(call("send_message", text=section or "(nothing recalled)"))
-
-    llm.reset(fallback=reply_from_prompt)
+    llm.reset(fallback=reply_with_recalled_memories)
     assert FACTS["grandmother"] in chat(client, agent, "おばあちゃんはどこで暮らしている？")["reply"]
     assert FACTS["cats"] in chat(client, agent, "What are my cats called?")["reply"]
     assert chat(client, agent, "量子コンピュータの仕組みを説明して。")["reply"] == "(nothing recalled)"
