@@ -11,6 +11,9 @@ from app.errors import ServiceUnavailable
 
 # Bounds the model work one text can cost (e5 embeds long texts window by window rather than truncating them).
 MAX_EMBED_CHARS = 4000
+# Texts per turn on the model: a big batch goes through in slices, so that a search's query waits for at most
+# one slice (~2 s of long passages on 2 cores), never for a whole bulk import.
+SLICE_TEXTS = 8
 
 
 class EmbeddingError(ServiceUnavailable):
@@ -31,7 +34,8 @@ Encode = Callable[[list[str]], Sequence[Sequence[float]]]
 
 class LocalModelEmbedder:
     """Runs a blocking in-process model on one worker thread: the event loop stays free (the native code releases
-    the GIL), and calls queue instead of oversubscribing the cores, each of which the model already uses."""
+    the GIL), and calls queue instead of oversubscribing the cores, each of which the model already uses. Batches
+    are fed to it slice by slice, so queries of other requests interleave with a bulk import."""
 
     model: str
     dim: int
@@ -48,9 +52,11 @@ class LocalModelEmbedder:
     async def _run(self, encode: Encode, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        clipped = [t[:MAX_EMBED_CHARS] for t in texts]
-        vectors = await asyncio.get_running_loop().run_in_executor(self._pool, encode, clipped)
-        return np.asarray(vectors, dtype=np.float32).tolist()
+        loop, out = asyncio.get_running_loop(), []
+        for start in range(0, len(texts), SLICE_TEXTS):
+            clipped = [t[:MAX_EMBED_CHARS] for t in texts[start : start + SLICE_TEXTS]]
+            out.extend(np.asarray(await loop.run_in_executor(self._pool, encode, clipped), dtype=np.float32).tolist())
+        return out
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._run(self._encode_passages, texts)
