@@ -85,7 +85,13 @@ def _keys_revoke(args: argparse.Namespace) -> None:
 
 
 def _reembed(_: argparse.Namespace) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from app import db
     from app.llm.embeddings import build_embedder

@@ -71,8 +71,9 @@ async def transaction(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterat
 
 def run_migrations(url: str, embedding_dim: int, revision: str = "head") -> None:
     """alembic upgrade (blocking; env.py runs its own event loop)."""
-    from alembic import command
     from alembic.config import Config
+
+    from alembic import command
 
     config = Config(str(ALEMBIC_INI))
     config.set_main_option("script_location", str(REPO_ROOT / "alembic"))

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi_offline import FastAPIOffline
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

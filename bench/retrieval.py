@@ -42,12 +42,12 @@ from app import db  # noqa: E402
 from app.agents.models import Agent  # noqa: E402
 from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
 from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
-from bench.embedding_cache import CachedEmbedder  # noqa: E402
 from app.memory import lexical  # noqa: E402
 from app.memory.background import baseline  # noqa: E402
 from app.memory.recollection import MIN_COVERAGE, MIN_MARGIN, coverage, relevant  # noqa: E402
 from app.memory.service import ArchivalMemory  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from bench.embedding_cache import CachedEmbedder  # noqa: E402
 
 DEFAULT_DATA = Path("/work/shared/data/longmemeval_s_dev28.json")
 MODES = ("vector", "text", "hybrid")

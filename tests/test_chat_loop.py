@@ -7,8 +7,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import LOOPBACK
 from tests.chat_helpers import block_value, chat, event_types, tool_results
+from tests.conftest import LOOPBACK
 from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 
 

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
-from app.llm.embeddings.space import EmbeddingSpaceMismatch, stored_dim
 from app.llm.embeddings import Embedder
+from app.llm.embeddings.space import EmbeddingSpaceMismatch, stored_dim
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import LOOPBACK, create_database

@@ -6,8 +6,8 @@ from fastapi.testclient import TestClient
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import LOOPBACK
 from tests.chat_helpers import block_value, chat, event_types
+from tests.conftest import LOOPBACK
 from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 
 

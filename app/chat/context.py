@@ -13,7 +13,7 @@ from app.agents.models import Agent
 from app.chat import prompt
 from app.chat.models import Message
 from app.chat.repository import MessageRepository
-from app.chat.tokens import json_tokens, message_tokens, estimate_tokens
+from app.chat.tokens import estimate_tokens, json_tokens, message_tokens
 from app.chat.tools import TOOL_SCHEMAS
 from app.memory.service import CoreMemory
 from app.settings import Settings

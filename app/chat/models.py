@@ -4,7 +4,18 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, Column, Computed, DateTime, ForeignKey, Identity, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Computed,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 

@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.chat.models import Message, Turn, TurnEvent
 from app.memory.hybrid import Hit, hybrid_search
 
+
 class TurnRepository:
     def __init__(self, session: AsyncSession):
         self.session = session

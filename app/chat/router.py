@@ -6,18 +6,33 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import (
+    APIRouter,
+    Depends,
+    Header,
+    Query,
+    Request,
+    WebSocket,
+    WebSocketDisconnect,
+)
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from app.agents.repository import AgentRepository
+from app.auth.principal import Principal, presented_key, require_tenant
+from app.chat.context import load_context
 from app.chat.events import ErrorEvent, Event, event_adapter
+from app.chat.models import Message
 from app.chat.repository import MessageRepository, TurnRepository
 from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
-from app.chat.context import load_context
-from app.chat.schemas import ChatRequest, ChatResponse, ContextRead, ContextTokensRead, MessageRead, WsChat
-from app.chat.models import Message
-from app.auth.principal import Principal, presented_key, require_tenant
+from app.chat.schemas import (
+    ChatRequest,
+    ChatResponse,
+    ContextRead,
+    ContextTokensRead,
+    MessageRead,
+    WsChat,
+)
 from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
 from app.memory import lexical

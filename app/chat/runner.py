@@ -21,11 +21,26 @@ from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.chat import tools
 from app.chat.context import (
-    SUMMARY_MAX_CHARS, ContextView, eviction_cut, fallback_summary, load_context, needs_eviction, summary_request,
+    SUMMARY_MAX_CHARS,
+    ContextView,
+    eviction_cut,
+    fallback_summary,
+    load_context,
+    needs_eviction,
+    summary_request,
 )
 from app.chat.events import (
-    ErrorEvent, Event, MessageEvent, Reasoning, StopReason, ToolCallEvent, ToolResultEvent, TurnCompleted,
-    TurnStarted, Usage, event_adapter,
+    ErrorEvent,
+    Event,
+    MessageEvent,
+    Reasoning,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnCompleted,
+    TurnStarted,
+    Usage,
+    event_adapter,
 )
 from app.chat.hub import EventHub
 from app.chat.locks import AgentLocks
@@ -39,8 +54,8 @@ from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 from app.memory.recollection import recollect
-from app.metrics import TURN_STEPS, TURNS
 from app.memory.recollection import render as render_recollections
+from app.metrics import TURN_STEPS, TURNS
 from app.models_base import utcnow
 from app.settings import Settings
 

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.repository import MessageRepository
-from sqlalchemy.exc import DBAPIError
-
 from app.errors import EngramError, rejected_as_data
 from app.llm.embeddings import Embedder
 from app.memory import lexical

@@ -6,10 +6,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from openai import APIStatusError, APITimeoutError, AsyncOpenAI, OpenAIError, RateLimitError
+from openai import (
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    OpenAIError,
+    RateLimitError,
+)
 
 from app.metrics import LLM_ERRORS, LLM_SECONDS
-
 from app.settings import Settings
 
 

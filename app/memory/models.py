@@ -2,7 +2,15 @@ import uuid
 from datetime import datetime
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Column, Computed, ForeignKey, Index, Integer, Text, UniqueConstraint
+from sqlalchemy import (
+    Column,
+    Computed,
+    ForeignKey,
+    Index,
+    Integer,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel
 

@@ -12,7 +12,6 @@ from app.memory.hybrid import Mode, hybrid_search
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
 
 
-
 class BlockRepository:
     def __init__(self, session: AsyncSession):
         self.session = session

@@ -9,8 +9,16 @@ from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import (
-    LABEL_PATTERN, MAX_TAGS, BlockRead, BlockWrite, CoreMemoryRead, PassageBatchCreate, PassageBatchRead,
-    PassageCreate, PassageRead, RevisionRead,
+    LABEL_PATTERN,
+    MAX_TAGS,
+    BlockRead,
+    BlockWrite,
+    CoreMemoryRead,
+    PassageBatchCreate,
+    PassageBatchRead,
+    PassageCreate,
+    PassageRead,
+    RevisionRead,
 )
 from app.pagination import Page, decode_time_cursor, encode_cursor
 

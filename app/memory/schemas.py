@@ -3,6 +3,7 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
+
 from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"

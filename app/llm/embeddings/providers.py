@@ -7,7 +7,12 @@ from pathlib import Path
 
 from openai import AsyncOpenAI, OpenAIError
 
-from app.llm.embeddings.base import MAX_EMBED_CHARS, Embedder, EmbeddingError, LocalModelEmbedder
+from app.llm.embeddings.base import (
+    MAX_EMBED_CHARS,
+    Embedder,
+    EmbeddingError,
+    LocalModelEmbedder,
+)
 from app.settings import E5_MODEL, Settings
 
 
