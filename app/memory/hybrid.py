@@ -2,24 +2,21 @@
 
 Candidates: the top rows by cosine distance (HNSW index) and the top rows by BM25 over the lexical tokens (found
 through the GIN index, scored exactly: term and document frequencies counted over the matching rows). Fusion: a
-convex combination of the two scores, each min-max normalised over the candidates (cosine over [min, max],
-BM25 over [0, max]), with equal weights. Then pseudo-relevance feedback (Rocchio, as in dense-retrieval PRF):
-the query vector plus the mean embedding of that first fused top 3 ranks a second dense pass, fused again with
-the same BM25 scores. The reported `similarity` stays the cosine to the query itself (the relevance gate of
-automatic recollection is calibrated on it).
+convex combination with equal weights of the cosine, min-max normalised over the candidates, and BM25 as a share
+of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding every term would approach.
 
-Why not PostgreSQL's ts_rank: it has no inverse document frequency, so a common word weighs as much as a rare
-name (LongMemEval_S, evidence-turn recall@5: ts_rank 0.48, BM25 over the same tokens 0.82). Why not reciprocal-rank
-fusion: it keeps only ranks, so a clear lexical winner and a lexical tie fuse alike; on the same set RRF (k=60)
-gives 0.39 recall@1 and 0.80 recall@5, the convex combination 0.51 and 0.82, and every weight from 0.3 to 0.7 gives
-0.82-0.84 at @5 (not a tuned optimum; Bruch et al., "An Analysis of Fusion Functions for Hybrid Retrieval", 2023,
-found the same ordering across BEIR). Why feedback: the memories that answer one question resemble each other
-(the same topic, the user's own phrasing), and hits that lexical evidence has confirmed move the query vector
-towards the ones sharing no word with the question. On the same set it lifts hybrid recall@5 0.82 -> 0.84 and
-@10 0.89 -> 0.92; offline, every feedback depth 3/5/10 and weight 0.5/1 keeps @5 >= 0.82 and @10 >= 0.92 at the
-shipped fusion weight (3 hits follows ANCE-PRF, Yu et al. 2021; weight 1 is the plain Rocchio sum; neither was
-picked on this set). Cost: one more HNSW scan; hybrid p50 is 1.62x vector-only p50 in the same run (1.63x
-before; 29.5 ms absolute). See bench/retrieval.py."""
+Why BM25 over its bound, not over the best match: normalised by the best match, a query whose only lexical
+evidence is weak (a Japanese particle such as "です", a common word) hands that best match a full lexical score,
+and it outranks the memory that answers in other words. With multilingual-e5 on the Japanese set of
+tests/data/multilingual_memory.json, top-3 hits of paraphrased questions: 0.41 over the best match, 1.00 over the
+bound; on LongMemEval_S evidence recall@5 / @10: 0.841 / 0.916 over the best match (with feedback, below), 0.897 /
+0.952 over the bound, and every weight from 0.4 to 0.7 keeps >= 0.857 / 0.939 (not a tuned optimum).
+Why not PostgreSQL's ts_rank: it has no inverse document frequency (LongMemEval_S recall@5: ts_rank 0.48, BM25
+over the same tokens 0.82). Why not reciprocal-rank fusion: it keeps only ranks, so a clear lexical winner and a
+lexical tie fuse alike (RRF k=60 over the same e5 vectors and BM25: 0.873 / 0.923).
+Why no pseudo-relevance feedback any more: with MiniLM, adding the mean of the top 3 hits to the query vector
+lifted recall@5 0.82 -> 0.84; with e5 and the bound it lowers it, 0.897 -> 0.796, and costs a second HNSW scan.
+The reported `similarity` is the cosine to the query (automatic recollection gates on it). See bench/README.md."""
 
 import time
 import uuid
@@ -41,8 +38,6 @@ BM25_B = 0.75
 MAX_LEXICAL_MATCHES = 5000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
-# Top hits of the first hybrid pass whose mean embedding is added to the query vector for the second pass.
-FEEDBACK_HITS = 3
 
 Mode = Literal["hybrid", "vector", "text"]
 Row = TypeVar("Row", bound=SQLModel)
@@ -56,11 +51,11 @@ class Hit:
 
 
 def _fused(pool: str, vector_weight: float) -> str:
-    """The rows of `pool` (id, similarity, ranking, bm25) with their fused score: `ranking` (cosine to the query
-    that ranks) min-max normalised over the pool, BM25 as a share of the query's bound (see `bound`)."""
+    """The rows of `pool` (id, similarity, bm25) with their fused score: the cosine min-max normalised over the
+    pool, BM25 as a share of the query's bound (see `bound`)."""
     return f"""
-    SELECT id, similarity, ranking,
-           {vector_weight} * coalesce((ranking - min(ranking) OVER ()) / nullif(max(ranking) OVER () - min(ranking) OVER (), 0), 1)
+    SELECT id, similarity,
+           {vector_weight} * coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1)
            + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
     FROM {pool}"""
 
@@ -74,11 +69,10 @@ def _nearest(name: str, table: str, where: str, vector: str, limit: int) -> str:
 )"""
 
 
-def _pool(table: str, candidates: str, ranking_vector: str) -> str:
+def _pool(table: str, candidates: str) -> str:
     return f"""
     SELECT t.id,
            coalesce(1 - (t.embedding <=> CAST(:embedding AS vector)), 0) AS similarity,
-           coalesce(1 - (t.embedding <=> {ranking_vector}), 0) AS ranking,
            coalesce(b.score, 0) AS bm25
     FROM ({candidates}) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id"""
 
@@ -126,29 +120,13 @@ def _sql(table: str, where: str, mode: Mode) -> str:
     ctes = [
         _nearest("vec", table, where, query, vec_limit),
         _lexical(table, where, lex_limit),
-        f"pool AS ({_pool(table, 'SELECT id FROM vec UNION SELECT id FROM lex', query)}\n)",
+        f"pool AS ({_pool(table, 'SELECT id FROM vec UNION SELECT id FROM lex')}\n)",
         f"fused AS ({_fused('pool', alpha)}\n)",
     ]
-    if mode == "hybrid":
-        # Pseudo-relevance feedback (Rocchio): the query vector plus the mean of the first pass's top hits, whose
-        # ranking lexical evidence has confirmed, then a second dense pass fused with the same BM25 scores.
-        expanded = "(SELECT vector FROM feedback)"
-        ctes += [
-            f"""top AS (
-    SELECT id FROM fused ORDER BY score DESC, ranking DESC, id LIMIT {FEEDBACK_HITS}
-), feedback AS (
-    SELECT coalesce({query} + avg(t.embedding), {query}) AS vector
-    FROM top JOIN {table} t ON t.id = top.id WHERE t.embedding IS NOT NULL
-)""",
-            _nearest("vec2", table, where, expanded, vec_limit),
-            f"pool2 AS ({_pool(table, 'SELECT id FROM vec2 UNION SELECT id FROM lex', expanded)}\n)",
-            f"fused2 AS ({_fused('pool2', alpha)}\n)",
-        ]
-    final = "fused2" if mode == "hybrid" else "fused"
     return f"""
 WITH {", ".join(ctes)}
-SELECT id, similarity, score FROM {final}
-ORDER BY score DESC, ranking DESC, id
+SELECT id, similarity, score FROM fused
+ORDER BY score DESC, similarity DESC, id
 LIMIT :k
 """
 

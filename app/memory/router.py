@@ -7,6 +7,7 @@ from fastapi import APIRouter, Header, Path, Query, Response
 from app.agents.service import block_read
 from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
+from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import (
     LABEL_PATTERN,
@@ -116,6 +117,7 @@ async def search_or_list_passages(
     query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
     k: Annotated[int, Query(ge=1, le=100, description="results of a search")] = 10,
     min_score: Annotated[float, Query(ge=0, le=1, description="drop search results scoring below this")] = 0.0,
+    mode: Annotated[Mode, Query(description="hybrid (default), or one side alone: vector or text")] = "hybrid",
     tags: Tags = None,
     after: datetime | None = None,
     before: datetime | None = None,
@@ -126,7 +128,7 @@ async def search_or_list_passages(
     tag_list = split_tags(tags)
     if query is not None:
         matches = await archival.search(
-            agent.id, query, k=k, tags=tag_list, after=after, before=before, min_score=min_score,
+            agent.id, query, k=k, tags=tag_list, after=after, before=before, min_score=min_score, mode=mode,
         )
         return Page[PassageRead](items=[passage_read(m.passage, m.score, m.similarity) for m in matches])
     rows = await archival.passages.newest(
