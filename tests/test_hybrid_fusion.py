@@ -33,7 +33,10 @@ VECTORS = {
     **{note: unit(e0=0.3, e3=0.954) for note in (
         "the user likes green tea", "the user lives in Osaka", "the user bought a kettle", "the user reads at night",
     )},
+    # Nothing in common with the query.
+    "receipt 0042, paid in cash": unit(e0=0.1, e4=0.995),
 }
+EXACT, HIKING = "weekend plans: the user visits Kyoto", "Saturday: hiking with Ken in the mountains"
 
 
 class HandPlacedEmbedder:
@@ -60,23 +63,33 @@ def search(client: TestClient, base: str, mode: str) -> list[str]:
     return [h["content"] for h in response.json()["items"]]
 
 
+def store(client: TestClient, texts: list[str]) -> str:
+    agent = client.post("/v1/agents", json={"name": "fusion"}).json()
+    base = f"/v1/agents/{agent['id']}/archival"
+    assert client.post(f"{base}/batch", json={"items": [{"content": t} for t in texts]}).status_code == 201
+    return base
+
+
+def test_strong_lexical_evidence_and_meaning_both_count(hand_placed: TestClient) -> None:
+    base = store(hand_placed, [t for t in VECTORS if t != QUERY])
+    # All of the query's words and fairly close in meaning: first; then the closest in meaning.
+    assert search(hand_placed, base, "hybrid")[:2] == [EXACT, HIKING]
+    assert search(hand_placed, base, "vector")[0] == HIKING
+    text_only = search(hand_placed, base, "text")
+    assert text_only[0] == EXACT and HIKING not in text_only and len(text_only) == 5
+
+
 def test_weak_lexical_evidence_does_not_outrank_meaning(hand_placed: TestClient) -> None:
-    agent = hand_placed.post("/v1/agents", json={"name": "fusion"}).json()
-    base = f"/v1/agents/{agent['id']}/archival"
-    assert hand_placed.post(f"{base}/batch", json={"items": [{"content": t} for t in VECTORS if t != QUERY]}).status_code == 201
-
-    exact, hiking = "weekend plans: the user visits Kyoto", "Saturday: hiking with Ken in the mountains"
+    # Without the note that has every query word, the best lexical match is a note sharing only "user", a word
+    # every note has. Scored against the best match it would get the full lexical weight and come first; scored
+    # against what the query's words could give, it stays weak, and the memory closest in meaning wins.
+    base = store(hand_placed, [t for t in VECTORS if t not in (QUERY, EXACT)])
     order = search(hand_placed, base, "hybrid")
-    # All of the query's words and close in meaning: first. Then the closest in meaning, although it shares no
-    # word: the notes that share only the common "user" are weak lexical evidence, not the best there is.
-    assert order[:2] == [exact, hiking], order
-    assert len(order) == 6
-    assert search(hand_placed, base, "vector")[0] == hiking
-    assert search(hand_placed, base, "text")[0] == exact and hiking not in search(hand_placed, base, "text")
+    assert order[0] == HIKING, order
+    assert order[-1] == "receipt 0042, paid in cash"
 
 
-def test_an_empty_memory_and_a_wordless_query_find_nothing_or_by_meaning(hand_placed: TestClient) -> None:
+def test_an_empty_memory_finds_nothing(hand_placed: TestClient) -> None:
     agent = hand_placed.post("/v1/agents", json={"name": "empty"}).json()
-    base = f"/v1/agents/{agent['id']}/archival"
     for mode in ("hybrid", "vector", "text"):
-        assert search(hand_placed, base, mode) == []
+        assert search(hand_placed, f"/v1/agents/{agent['id']}/archival", mode) == []
