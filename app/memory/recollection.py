@@ -19,7 +19,7 @@ from app.memory import lexical
 from app.memory.background import baseline
 from app.memory.repository import PassageRepository
 
-MIN_MARGIN = 0.07
+MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 RECOLLECTION_CHARS = 600
