@@ -4,15 +4,17 @@ Each question gets its own agent; every turn of its haystack ("role: content", f
 ArchivalMemory.add() (a near-duplicate turn may be folded into an earlier passage, which then stands for both), and
 the question is searched with ArchivalMemory.search(k=10) in the vector, text and hybrid modes. Printed: evidence-turn
 recall@1/5/10 (turns with has_answer) and answer-session hit@1/5/10; search latency and ingest throughput;
-calibration data for the relevance gate of automatic recollection (similarity, fused score and lexical coverage of
-evidence vs other hits, and of hits from another question's agent, where nothing is relevant); and the reference
+calibration data for the relevance gate of automatic recollection (similarity, margin over the query's baseline,
+fused score and lexical coverage of evidence vs other hits, and of hits from another question's agent); and the reference
 baseline computed outside the service, per turn: exact cosine over the vectors the embedder returned at ingest,
 BM25Okapi on lower-cased \\w+ tokens, RRF (k=60) over the top 100 of each. BM25/RRF need `pip install rank_bm25`
 (a local extra, not a project dependency); without it only the dense baseline is shown.
 
-Run from the repository root in the virtualenv (a private PostgreSQL in a temp dir; no network):
+Run from the repository root in the virtualenv (a private PostgreSQL in a temp dir; no network), with the embedder
+the environment configures (default multilingual-e5-small):
 
-    python bench/retrieval.py                  # full run: ~14k turns, ~10-14 minutes on 2 CPU cores (embedding)
+    python bench/retrieval.py                  # full run: ~14k turns, about an hour on 2 CPU cores (embedding)
+    python bench/retrieval.py --cache DIR      # keep the vectors in DIR: re-runs take ~2 minutes
     python bench/retrieval.py --limit 3        # quick run on the first 3 questions
     python bench/retrieval.py --json out.json  # also dump every figure, per-call latencies included
 """
@@ -20,7 +22,6 @@ Run from the repository root in the virtualenv (a private PostgreSQL in a temp d
 import argparse
 import asyncio
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -34,8 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import db  # noqa: E402
