@@ -123,10 +123,12 @@ def test_near_duplicates_are_detected_on_insert(client: TestClient, agent: dict)
         {"content": "Bob owes Alice 20 dollars"},  # the same words, cosine 0.997, the other way round
         {"content": "He lent her the car"},
         {"content": "She lent him the car"},  # differs only in function words
+        {"content": "😀"},
+        {"content": "😢"},  # no letter or digit in either, and yet not the same
     ]}).json()["items"]
-    assert [p["duplicate"] for p in batch] == [False, False, True, False, True, False, False, False, False, False]
+    assert [p["duplicate"] for p in batch] == [False, False, True, False, True, False, False, False, False, False, False, False]
     assert batch[2]["id"] == batch[0]["id"] and batch[4]["id"] == batch[3]["id"]
-    assert len(client.get(base, params={"limit": 50}).json()["items"]) == 9
+    assert len(client.get(base, params={"limit": 50}).json()["items"]) == 11
 
 
 def test_an_old_version_can_be_restored(client: TestClient, agent: dict) -> None:

@@ -57,8 +57,9 @@ def _cjk_tokens(run: str) -> list[str]:
 
 def fingerprint(text: str) -> str:
     """The letters and digits of a text, in order (NFKC, case-folded): equal for texts that differ only in
-    punctuation, spacing, case or width."""
-    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
+    punctuation, spacing, case or width. A text of neither (emoji, symbols) is its own fingerprint."""
+    normalised = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(ch for ch in normalised if ch.isalnum()) or normalised.strip()
 
 
 def search_text(text: str) -> str:
