@@ -13,7 +13,7 @@ from app.auth.principal import Forbidden, Principal, presented_key, require_tena
 from app.db import transaction
 from app.errors import NotFound
 from app.llm.embeddings import Embedder
-from app.memory.service import ArchivalMemory, CoreMemory
+from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.settings import Settings
 
 
@@ -78,5 +78,10 @@ def get_archival_memory(session: SessionDep, embedder: EmbedderDep) -> ArchivalM
     return ArchivalMemory(session, embedder)
 
 
+def get_recall_memory(session: SessionDep, embedder: EmbedderDep) -> RecallMemory:
+    return RecallMemory(session, embedder)
+
+
 CoreMemoryDep = Annotated[CoreMemory, Depends(get_core_memory)]
 ArchivalMemoryDep = Annotated[ArchivalMemory, Depends(get_archival_memory)]
+RecallMemoryDep = Annotated[RecallMemory, Depends(get_recall_memory)]

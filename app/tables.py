@@ -3,7 +3,7 @@
 
 from app.agents.models import Agent
 from app.auth.models import ApiKey, Tenant
-from app.chat.models import Message, Turn, TurnEvent
-from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
+from app.chat.models import Turn, TurnEvent
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
 
 __all__ = ["Agent", "ApiKey", "ArchivalPassage", "MemoryBlock", "MemoryBlockRevision", "Message", "Tenant", "Turn", "TurnEvent"]

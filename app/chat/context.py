@@ -11,10 +11,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.chat import prompt
-from app.chat.models import Message
-from app.chat.repository import MessageRepository
 from app.chat.tokens import estimate_tokens, json_tokens, message_tokens
 from app.chat.tools import TOOL_SCHEMAS
+from app.memory.models import Message
+from app.memory.repository import MessageRepository
 from app.memory.service import CoreMemory
 from app.settings import Settings
 

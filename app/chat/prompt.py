@@ -7,8 +7,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from app.agents.models import Agent
-from app.chat.models import Message
-from app.memory.models import MemoryBlock
+from app.memory.models import MemoryBlock, Message
 
 GUIDE = """\
 You are {name}, an AI agent with a persistent memory that outlives this conversation. You run inside Engram.

@@ -1,15 +1,13 @@
-"""SQL for turns, their stored events, and messages (recall memory)."""
+"""SQL for turns and their stored events."""
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.models import Message, Turn, TurnEvent
-from app.memory.hybrid import Hit, hybrid_search
+from app.chat.models import Turn, TurnEvent
 
 
 class TurnRepository:
@@ -39,58 +37,3 @@ class TurnRepository:
 
     async def running(self) -> Sequence[Turn]:
         return (await self.session.scalars(select(Turn).where(Turn.status == "running"))).all()
-
-
-class MessageRepository:
-    def __init__(self, session: AsyncSession):
-        self.session = session
-
-    async def add(self, message: Message) -> Message:
-        self.session.add(message)
-        await self.session.flush()
-        return message
-
-    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
-        """Messages with seq >= from_seq, oldest first."""
-        query = select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
-        return list((await self.session.scalars(query.order_by(Message.seq))).all())
-
-    async def newest(
-        self,
-        agent_id: uuid.UUID,
-        *,
-        limit: int,
-        before_seq: int | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
-    ) -> Sequence[Message]:
-        """Newest first; before_seq is the seq of the last message of the previous page."""
-        query = select(Message).where(Message.agent_id == agent_id)
-        if before_seq is not None:
-            query = query.where(Message.seq < before_seq)
-        if after:
-            query = query.where(Message.created_at > after)
-        if before:
-            query = query.where(Message.created_at < before)
-        return (await self.session.scalars(query.order_by(Message.seq.desc()).limit(limit))).all()
-
-    async def search(
-        self,
-        agent_id: uuid.UUID,
-        *,
-        embedding: list[float],
-        terms: list[str],
-        k: int,
-        below_seq: int | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
-    ) -> list[tuple[Message, Hit]]:
-        below = ["seq < :below_seq"] if below_seq is not None else []
-        return await hybrid_search(
-            self.session, Message, agent_id, embedding=embedding, terms=terms, k=k,
-            where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
-        )
-
-    async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:
-        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < before_seq)
-        return int((await self.session.scalar(query)) or 0)

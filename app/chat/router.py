@@ -3,14 +3,12 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import (
     APIRouter,
     Depends,
     Header,
-    Query,
     Request,
     WebSocket,
     WebSocketDisconnect,
@@ -22,22 +20,20 @@ from app.agents.repository import AgentRepository
 from app.auth.principal import Principal, presented_key, require_tenant
 from app.chat.context import load_context
 from app.chat.events import ErrorEvent, Event, event_adapter
-from app.chat.models import Message
-from app.chat.repository import MessageRepository, TurnRepository
+from app.chat.repository import TurnRepository
 from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
 from app.chat.schemas import (
     ChatRequest,
     ChatResponse,
     ContextRead,
     ContextTokensRead,
-    MessageRead,
     WsChat,
 )
-from app.deps import AgentDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
+from app.deps import AgentDep, SessionDep, SettingsDep, TenantDep
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
-from app.memory import lexical
+from app.memory.repository import MessageRepository
+from app.memory.schemas import message_read
 from app.models_base import utcnow
-from app.pagination import Page, decode_seq_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
 WS_AUTH_TIMEOUT_SECONDS = 10
@@ -153,43 +149,6 @@ async def get_turn(agent: AgentDep, turn_id: uuid.UUID, session: SessionDep) -> 
         raise NotFound(f"no turn {turn_id} for this agent")
     events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
     return chat_response(result_of(turn, events))
-
-
-def message_read(message: Message, score: float | None = None) -> MessageRead:
-    return MessageRead(
-        id=message.id, role=message.role, content=message.content, turn_id=message.turn_id,  # type: ignore[arg-type]
-        created_at=message.created_at, tool_calls=message.tool_calls, tool_call_id=message.tool_call_id,
-        name=message.name, score=score,
-    )
-
-
-@router.get("/messages")
-async def list_messages(
-    agent: AgentDep,
-    session: SessionDep,
-    embedder: EmbedderDep,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    after: datetime | None = None,
-    before: datetime | None = None,
-    cursor: str | None = None,
-    include_context: Annotated[bool, Query(description="search also the messages still in the LLM context")] = False,
-) -> Page[MessageRead]:
-    """Recall memory: every message, newest first; with `query`, a hybrid search over user and assistant messages
-    that have left the context (all of them with `include_context=true`)."""
-    repo = MessageRepository(session)
-    if query is not None:
-        embedding = await embedder.embed_query(query)
-        hits = await repo.search(
-            agent.id, embedding=embedding, terms=lexical.query_terms(query), k=limit, after=after, before=before,
-            below_seq=None if include_context else agent.context_start_seq,
-        )
-        return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
-    before_seq = decode_seq_cursor(cursor)[0] if cursor else None
-    rows = await repo.newest(agent.id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
-    page = rows[:limit]
-    next_cursor = encode_cursor(page[-1].seq or 0, page[-1].id) if len(rows) > limit else None
-    return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)
 
 
 @router.get("/context")

@@ -44,17 +44,19 @@ from app.chat.events import (
 )
 from app.chat.hub import EventHub
 from app.chat.locks import AgentLocks
-from app.chat.models import Message, Turn
+from app.chat.models import Turn
 from app.chat.relay import announce
-from app.chat.repository import MessageRepository, TurnRepository
+from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.errors import NotFound, ServiceUnavailable
 from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_arguments
 from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
+from app.memory.models import Message
 from app.memory.recollection import recollect
 from app.memory.recollection import render as render_recollections
+from app.memory.repository import MessageRepository
 from app.metrics import TURN_STEPS, TURNS
 from app.models_base import utcnow
 from app.settings import Settings

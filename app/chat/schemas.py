@@ -1,10 +1,10 @@
 import uuid
-from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from app.chat.events import Event, StopReason, Usage
+from app.memory.schemas import MessageRead
 from app.request_body import RequestBody
 
 MAX_MESSAGE_CHARS = 32_000
@@ -27,18 +27,6 @@ class WsChat(RequestBody):
     type: Literal["chat"]
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     idempotency_key: str | None = Field(default=None, max_length=200)
-
-
-class MessageRead(BaseModel):
-    id: uuid.UUID
-    role: Literal["user", "assistant", "tool", "system"]
-    content: str
-    turn_id: uuid.UUID | None
-    created_at: datetime
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-    score: float | None = Field(default=None, description="searches only")
 
 
 class ContextTokensRead(BaseModel):

@@ -9,11 +9,9 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.repository import MessageRepository
 from app.errors import EngramError, rejected_as_data
 from app.llm.embeddings import Embedder
-from app.memory import lexical
-from app.memory.service import ArchivalMemory, CoreMemory
+from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.metrics import TOOL_CALLS
 
 PAGE_SIZE = 5
@@ -114,10 +112,8 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
-    embedding = await ctx.embedder.embed_query(args.query)
-    hits = await MessageRepository(ctx.session).search(
-        ctx.agent_id, embedding=embedding, terms=lexical.query_terms(args.query),
-        k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq,
+    hits = await RecallMemory(ctx.session, ctx.embedder).search(
+        ctx.agent_id, args.query, k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq
     )
     page = hits[args.page * PAGE_SIZE :]
     if not page:

@@ -13,11 +13,10 @@ from datetime import datetime
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.repository import MessageRepository
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.background import baseline
-from app.memory.repository import PassageRepository
+from app.memory.service import ArchivalMemory, RecallMemory
 
 MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
@@ -56,18 +55,15 @@ async def recollect(
     context_start_seq: int,
 ) -> list[Recollection]:
     """Relevant archival passages and earlier messages (those no longer in the context), best first."""
-    terms = lexical.query_terms(query)
-    query_tokens = set(terms)
+    query_tokens = set(lexical.query_terms(query))
     base = await baseline(embedder, embedding)
     found: list[Recollection] = []
-    for passage in await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=k):
+    for passage in await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding):
         cov = coverage(query_tokens, passage.passage.search_text)
         if relevant(passage.similarity - base, cov):
             found.append(Recollection("archival", passage.passage.content, passage.passage.created_at,
                                       passage.similarity, passage.similarity - base, cov))
-    messages = await MessageRepository(session).search(
-        agent_id, embedding=embedding, terms=terms, k=k, below_seq=context_start_seq
-    )
+    messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
     for message, hit in messages:
         cov = coverage(query_tokens, message.search_text)
         if relevant(hit.similarity - base, cov):

@@ -15,9 +15,9 @@ from typing import Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.chat.models import Message
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import record_space, stored_dim, stored_space
+from app.memory.models import Message
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64

@@ -1,15 +1,16 @@
-"""SQL for core memory blocks and archival passages, including the hybrid (vector + full-text) search."""
+"""SQL for core memory blocks, archival passages and recall messages, including the hybrid (vector + full-text)
+search."""
 
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, or_, select, text
+from sqlalchemy import and_, delete, func, or_, select, text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.hybrid import Mode, hybrid_search
-from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
+from app.memory.hybrid import Hit, Mode, hybrid_search
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
 
 
 class BlockRepository:
@@ -147,3 +148,58 @@ class PassageRepository:
             where=["tags @> CAST(:tags AS text[])"] if tags else [], params={"tags": tags}, after=after, before=before,
         )
         return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]
+
+
+class MessageRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def add(self, message: Message) -> Message:
+        self.session.add(message)
+        await self.session.flush()
+        return message
+
+    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
+        """Messages with seq >= from_seq, oldest first."""
+        query = select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
+        return list((await self.session.scalars(query.order_by(Message.seq))).all())
+
+    async def newest(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        before_seq: int | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> Sequence[Message]:
+        """Newest first; before_seq is the seq of the last message of the previous page."""
+        query = select(Message).where(Message.agent_id == agent_id)
+        if before_seq is not None:
+            query = query.where(Message.seq < before_seq)
+        if after:
+            query = query.where(Message.created_at > after)
+        if before:
+            query = query.where(Message.created_at < before)
+        return (await self.session.scalars(query.order_by(Message.seq.desc()).limit(limit))).all()
+
+    async def search(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        embedding: list[float],
+        terms: list[str],
+        k: int,
+        below_seq: int | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[tuple[Message, Hit]]:
+        below = ["seq < :below_seq"] if below_seq is not None else []
+        return await hybrid_search(
+            self.session, Message, agent_id, embedding=embedding, terms=terms, k=k,
+            where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
+        )
+
+    async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:
+        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < before_seq)
+        return int((await self.session.scalar(query)) or 0)

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from app.agents.service import block_read
-from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep
+from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
 from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage
@@ -15,13 +15,15 @@ from app.memory.schemas import (
     BlockRead,
     BlockWrite,
     CoreMemoryRead,
+    MessageRead,
     PassageBatchCreate,
     PassageBatchRead,
     PassageCreate,
     PassageRead,
     RevisionRead,
+    message_read,
 )
-from app.pagination import Page, decode_time_cursor, encode_cursor
+from app.pagination import Page, decode_seq_cursor, decode_time_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
@@ -151,3 +153,28 @@ async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archi
     """Delete one passage."""
     await archival.delete(agent.id, passage_id)
     return Response(status_code=204)
+
+
+@router.get("/messages")
+async def list_messages(
+    agent: AgentDep,
+    recall: RecallMemoryDep,
+    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    after: datetime | None = None,
+    before: datetime | None = None,
+    cursor: str | None = None,
+    include_context: Annotated[bool, Query(description="search also the messages still in the LLM context")] = False,
+) -> Page[MessageRead]:
+    """Recall memory: every message, newest first; with `query`, a hybrid search over user and assistant messages
+    that have left the context (all of them with `include_context=true`)."""
+    if query is not None:
+        hits = await recall.search(
+            agent.id, query, k=limit, after=after, before=before, below_seq=None if include_context else agent.context_start_seq,
+        )
+        return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
+    before_seq = decode_seq_cursor(cursor)[0] if cursor else None
+    rows = await recall.messages.newest(agent.id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1].seq or 0, page[-1].id) if len(rows) > limit else None
+    return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)

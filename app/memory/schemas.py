@@ -1,9 +1,10 @@
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from app.memory.models import Message
 from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -82,3 +83,23 @@ class PassageRead(BaseModel):
 
 class PassageBatchRead(BaseModel):
     items: list[PassageRead]
+
+
+class MessageRead(BaseModel):
+    id: uuid.UUID
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    turn_id: uuid.UUID | None
+    created_at: datetime
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    score: float | None = Field(default=None, description="searches only")
+
+
+def message_read(message: Message, score: float | None = None) -> MessageRead:
+    return MessageRead(
+        id=message.id, role=message.role, content=message.content, turn_id=message.turn_id,  # type: ignore[arg-type]
+        created_at=message.created_at, tool_calls=message.tool_calls, tool_call_id=message.tool_call_id,
+        name=message.name, score=score,
+    )

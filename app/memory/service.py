@@ -1,5 +1,5 @@
-"""Core memory (bounded, versioned blocks) and archival memory (embedded passages): the rules both the API and
-the agent's tools go through."""
+"""Core memory (bounded, versioned blocks), archival memory (embedded passages) and recall memory (every message):
+the rules the API, the agent's tools and automatic recollection all go through."""
 
 import uuid
 from collections.abc import Callable, Sequence
@@ -12,9 +12,14 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory import lexical
-from app.memory.hybrid import Mode
-from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision
-from app.memory.repository import BlockRepository, PassageMatch, PassageRepository
+from app.memory.hybrid import Hit, Mode
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.memory.repository import (
+    BlockRepository,
+    MessageRepository,
+    PassageMatch,
+    PassageRepository,
+)
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCKS, BlockCreate
 from app.models_base import utcnow
 
@@ -181,8 +186,10 @@ class ArchivalMemory:
         before: datetime | None = None,
         min_score: float = 0.0,
         mode: Mode = "hybrid",
+        vector: list[float] | None = None,
     ) -> list[PassageMatch]:
-        embedding = await self.embedder.embed_query(query)
+        """`vector`: the query's embedding, when the caller has it already."""
+        embedding = vector if vector is not None else await self.embedder.embed_query(query)
         matches = await self.passages.hybrid_search(
             agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k,
             tags=normalise_tags(tags or []), after=after, before=before, mode=mode,
@@ -198,6 +205,34 @@ class ArchivalMemory:
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
         if not await self.passages.delete(agent_id, passage_id):
             raise NotFound(f"no archival passage {passage_id}")
+
+
+
+class RecallMemory:
+    """Every message ever exchanged with the agent, searchable by meaning and by words (user and assistant
+    messages), including those that have left the LLM context."""
+
+    def __init__(self, session: AsyncSession, embedder: Embedder):
+        self.messages = MessageRepository(session)
+        self.embedder = embedder
+
+    async def search(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        *,
+        k: int,
+        below_seq: int | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        vector: list[float] | None = None,
+    ) -> list[tuple[Message, Hit]]:
+        """`below_seq`: only messages before it (the start of the context); `vector`: the query's embedding, when
+        the caller has it already."""
+        embedding = vector if vector is not None else await self.embedder.embed_query(query)
+        return await self.messages.search(
+            agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k, below_seq=below_seq, after=after, before=before,
+        )
 
 
 def normalise_tags(tags: list[str]) -> list[str]:
