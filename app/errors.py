@@ -1,12 +1,13 @@
 """One error base with its HTTP status, one JSON shape: {"error": code, "detail": text}."""
 
 import logging
+import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -20,6 +21,10 @@ class ErrorBody(BaseModel):
     detail: str
 
 
+class TurnErrorBody(ErrorBody):
+    turn_id: uuid.UUID = Field(description="the turn that failed; the user's message is stored with it")
+
+
 class EngramError(Exception):
     status_code = 400
     code = "bad_request"
@@ -30,6 +35,9 @@ class EngramError(Exception):
         self.detail = detail
         if headers:
             self.headers = headers
+
+    def body(self) -> dict[str, str]:
+        return _body(self.code, self.detail)
 
 
 class NotFound(EngramError):
@@ -55,6 +63,21 @@ class Unprocessable(EngramError):
 class ServiceUnavailable(EngramError):
     status_code = 503
     code = "service_unavailable"
+
+
+class LLMError(EngramError):
+    """The LLM endpoint failed (after the SDK's retries) or answered with nothing usable. Inside a turn it ends the
+    turn with `llm_error`; `turn_id` is set once the turn it ended is known."""
+
+    status_code = 502
+    code = "llm_error"
+
+    def __init__(self, detail: str, *, turn_id: uuid.UUID | None = None):
+        super().__init__(detail)
+        self.turn_id = turn_id
+
+    def body(self) -> dict[str, str]:
+        return super().body() | ({"turn_id": str(self.turn_id)} if self.turn_id else {})
 
 
 def _body(code: str, detail: str) -> dict[str, str]:
@@ -98,7 +121,7 @@ def _database_unavailable(exc: BaseException) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EngramError)
     async def _engram(_: Request, exc: EngramError) -> JSONResponse:
-        return JSONResponse(_body(exc.code, exc.detail), status_code=exc.status_code, headers=exc.headers)
+        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -5,6 +5,8 @@ import time
 
 from fastapi.testclient import TestClient
 
+from app.chat.schemas import ChatResponse
+from app.errors import TurnErrorBody
 from app.main import create_app
 from app.settings import Settings
 from tests.chat_helpers import block_value, chat, event_types, tool_results
@@ -27,6 +29,10 @@ def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, a
     replay = client.get(f"/v1/agents/{agent['id']}/turns/{turn['turn_id']}").json()
     assert replay["events"] == turn["events"]
     assert block_value(client, agent, "human") == "Likes jazz"
+    # The documented 200 of POST …/chat is what it answers.
+    schema = client.get("/openapi.json").json()["paths"]["/v1/agents/{agent_id}/chat"]["post"]["responses"]["200"]
+    assert schema["content"]["application/json"]["schema"]["$ref"].endswith("/ChatResponse")
+    ChatResponse.model_validate(turn)
 
 
 def test_prompt_carries_core_memory_tools_and_history(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
@@ -139,7 +145,7 @@ def test_llm_failure_keeps_the_user_message(client: TestClient, agent: dict, llm
     llm.reset(error(500, "upstream exploded"))
     response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "please remember me"})
     assert response.status_code == 502
-    body = response.json()
+    body = TurnErrorBody.model_validate(response.json()).model_dump()  # the documented 502 body
     assert body["error"] == "llm_error" and "saved" in body["detail"]
     messages = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [(m["role"], m["content"]) for m in messages] == [("user", "please remember me")]

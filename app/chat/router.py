@@ -30,7 +30,14 @@ from app.chat.schemas import (
     WsChat,
 )
 from app.deps import AgentDep, SessionDep, SettingsDep, TenantDep
-from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, NotFound
+from app.errors import (
+    ERROR_RESPONSES,
+    EngramError,
+    ErrorBody,
+    LLMError,
+    NotFound,
+    TurnErrorBody,
+)
 from app.memory.repository import MessageRepository
 from app.memory.schemas import message_read
 from app.models_base import utcnow
@@ -75,10 +82,16 @@ def _sse(event: Event) -> str:
 
 @router.post(
     "/chat",
+    response_model=ChatResponse,
     responses={
+        200: {
+            "description": "The finished turn: the reply, every event in order, token usage. With `Accept: "
+                           "text/event-stream`, the same events as server-sent events (`event: <type>`, `data: <json>`)",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
         202: {"model": ChatResponse, "description": "Idempotency-Key of a turn that is still running: its state so far"},
         409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
-        502: {"model": ErrorBody, "description": "The LLM failed; the user's message is kept (body has turn_id)"},
+        502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
         503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
     },
 )
@@ -97,10 +110,7 @@ async def chat(
     result = await asyncio.shield(task)
     if result.stop_reason == "llm_error":
         detail = next((e.detail for e in result.events if isinstance(e, ErrorEvent)), "the LLM failed")
-        return JSONResponse(
-            {"error": "llm_error", "detail": f"{detail} (your message is saved)", "turn_id": str(result.turn_id)},
-            status_code=502,
-        )
+        raise LLMError(f"{detail} (your message is saved)", turn_id=result.turn_id)
     response = chat_response(result)
     return JSONResponse(response.model_dump(mode="json"), status_code=202 if result.status == "running" else 200)
 

@@ -48,8 +48,8 @@ from app.chat.models import Turn
 from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
-from app.errors import NotFound, ServiceUnavailable
-from app.llm.chat import ChatLLM, Completion, LLMError, ToolCall, decode_arguments
+from app.errors import LLMError, NotFound, ServiceUnavailable
+from app.llm.chat import ChatLLM, Completion, ToolCall, decode_arguments
 from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical

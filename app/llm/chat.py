@@ -14,12 +14,9 @@ from openai import (
     RateLimitError,
 )
 
+from app.errors import LLMError
 from app.metrics import LLM_ERRORS, LLM_SECONDS
 from app.settings import Settings
-
-
-class LLMError(RuntimeError):
-    pass
 
 
 @dataclass
