@@ -1,6 +1,7 @@
 """Alembic environment: async engine; one transaction under an advisory lock so replicas never migrate at once."""
 
 import asyncio
+import os
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -13,16 +14,13 @@ MIGRATION_LOCK_KEY = 0x656E6772  # "engr"
 
 
 def _database_url() -> str:
-    url = context.config.attributes.get("database_url")
-    if url:
-        return url
-    from app.db import asyncpg_url
-    from app.settings import get_settings
-
-    configured = get_settings().database_url
-    if not configured:
+    """Given by `engram migrate` and the service; for a bare `alembic upgrade`, DATABASE_URL (migrations never
+    import the application)."""
+    url = context.config.attributes.get("database_url") or os.environ.get("DATABASE_URL")
+    if not url:
         raise RuntimeError("DATABASE_URL is not set; use `engram migrate`, which also handles the embedded database")
-    return asyncpg_url(configured)
+    scheme, rest = url.split("://", 1)
+    return f"postgresql+asyncpg://{rest}" if scheme.startswith("postgres") else url
 
 
 def _migrate(connection: Connection) -> None:

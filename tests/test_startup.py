@@ -1,12 +1,14 @@
 """Start-up: migrations by command, the embedding-dimension guard, turns orphaned by a dead process, busy agents."""
 
 import asyncio
+import re
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -130,3 +132,11 @@ def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object
     with TestClient(create_app(moved), client=LOOPBACK) as client:  # starts: the database now stores 8 dimensions
         hits = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "what is the cat called"}).json()["items"]
         assert hits[0]["content"] == "the cat is called Mochi"
+
+
+def test_migrations_never_import_the_application() -> None:
+    # A migration must do the same thing whatever the application later becomes: it carries frozen copies.
+    root = Path(__file__).resolve().parent.parent / "alembic"
+    for path in [root / "env.py", *sorted((root / "versions").glob("*.py"))]:
+        imports = [line for line in path.read_text().splitlines() if re.match(r"\s*(from|import)\s+app\b", line)]
+        assert not imports, f"{path.name}: {imports}"

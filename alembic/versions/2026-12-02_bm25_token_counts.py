@@ -5,8 +5,11 @@ Revises: 0002_tenants
 Create Date: 2026-12-02
 """
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
+import snowballstemmer
 import sqlalchemy as sa
 
 from alembic import op
@@ -20,10 +23,34 @@ TOKEN_COUNT = "cardinality(string_to_array(search_text, ' '))"
 BATCH = 1000
 
 
+# The tokenizer of this release (app/memory/lexical.py as of 0003), frozen here: a migration must give the same
+# result whatever the application's tokenizer later becomes.
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
+_IS_CJK = re.compile(rf"[{_CJK}]")
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_MAX_TOKEN_CHARS = 60
+_STOPWORDS = frozenset(
+    "a an and are as at be but by do does did for from had has have he her hers him his how i if in into is it its "
+    "me my of on or our she so than that the their them then there these they this to was we were what when where "
+    "which who whom why will with you your yours can could would should about been being am".split()
+)
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+def search_text(text: str) -> str:
+    out: list[str] = []
+    for run in _TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
+        if _IS_CJK.match(run):
+            grams = [run[i : i + 2] for i in range(len(run) - 1)] if len(run) > 1 else [run]
+            out.extend(grams + ([ch for ch in run if _IDEOGRAPH.match(ch)] if len(run) > 1 else []))
+        elif run not in _STOPWORDS and (len(run) > 1 or run.isdigit()) and len(run) <= _MAX_TOKEN_CHARS:
+            out.append(_STEMMER.stemWord(run) if run.isascii() and run.isalpha() else run)
+    return " ".join(out)
+
+
 def _retokenise(table: str, text_sql: str) -> None:
     # search_text is derived data; re-derive it with the tokenizer of this release (English stemming).
-    from app.memory.lexical import search_text
-
     bind = op.get_bind()
     last = None
     while True:
