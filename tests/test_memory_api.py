@@ -34,7 +34,8 @@ def test_put_creates_block_and_enforces_limit(client: TestClient, agent: dict) -
     assert created.json() == {**created.json(), "label": "project", "limit": 10, "version": 1}
     over = client.put(block_path(agent, "project"), json={"value": "x" * 11})
     assert over.status_code == 422
-    assert "limit of 10" in over.json()["detail"]
+    assert "limit of 10" in over.json()["detail"] and '"limit"' in over.json()["detail"]
+    assert "core_memory_update" not in over.json()["detail"]  # an API caller has no agent tools
     raised = client.put(block_path(agent, "project"), json={"value": "x" * 11, "limit": 20})
     assert raised.status_code == 200 and raised.json()["limit"] == 20
     assert client.put(block_path(agent, "Bad-Label"), json={"value": "x"}).status_code == 422

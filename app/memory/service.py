@@ -35,13 +35,17 @@ class BlockReadOnly(EngramError):
     code = "block_read_only"
 
 
-def over_limit_detail(block: MemoryBlock, new_length: int) -> str:
+def over_limit_detail(block: MemoryBlock, new_length: int, source: Source) -> str:
+    """What went wrong, and what the writer can do about it: the agent gets its tools, an API caller the API."""
     room = max(block.char_limit - len(block.value), 0)
-    return (
+    over = (
         f"core memory block '{block.label}' would hold {new_length} characters, over its limit of {block.char_limit} "
-        f"({len(block.value)} used, {room} left). Condense the block (rewrite it shorter with core_memory_update) "
-        f"or move details to archival memory with archival_memory_create."
+        f"({len(block.value)} used, {room} left)"
     )
+    if source == "agent":
+        return (f"{over}. Condense the block (rewrite it shorter with core_memory_update) "
+                "or move details to archival memory with archival_memory_create.")
+    return f"{over}. Send a shorter value, or raise the block's limit with \"limit\" in the same request."
 
 
 class CoreMemory:
@@ -104,7 +108,7 @@ class CoreMemory:
         if limit is not None:
             block.char_limit = limit
         if len(value) > block.char_limit:
-            raise BlockOverLimit(over_limit_detail(block, len(value)))
+            raise BlockOverLimit(over_limit_detail(block, len(value), source))
         if description is not None:
             block.description = description
         if read_only is not None:
