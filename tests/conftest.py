@@ -1,9 +1,11 @@
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app import db
@@ -71,13 +73,20 @@ class CheckedClient(TestClient):
         return response
 
 
-@pytest.fixture
-def client(settings: Settings, embedder: Embedder) -> Iterator[TestClient]:
-    with CheckedClient(create_app(settings, embedder=embedder), raise_server_exceptions=False, client=LOOPBACK) as test_client:
+@contextmanager
+def checked_client(app: FastAPI, client: tuple[str, int] = LOOPBACK) -> Iterator[TestClient]:
+    """The only way tests talk to the app in-process: any request answered 500 fails the test."""
+    with CheckedClient(app, raise_server_exceptions=False, client=client) as test_client:
         test_client.statuses = []
         yield test_client
     errors = [entry for entry in test_client.statuses if entry[1] == 500]
     assert not errors, f"requests answered 500: {errors}"
+
+
+@pytest.fixture
+def client(settings: Settings, embedder: Embedder) -> Iterator[TestClient]:
+    with checked_client(create_app(settings, embedder=embedder)) as test_client:
+        yield test_client
 
 
 @pytest.fixture
@@ -92,6 +101,5 @@ def small_context(settings: Settings, embedder: Embedder) -> Iterator[TestClient
     """A client whose agents have a 3,000-token context window (eviction after a few turns), without automatic
     recollection."""
     tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
-    with CheckedClient(create_app(tight, embedder=embedder), raise_server_exceptions=False, client=LOOPBACK) as client:
-        client.statuses = []
+    with checked_client(create_app(tight, embedder=embedder)) as client:
         yield client

@@ -15,7 +15,7 @@ from app.auth.keys import hash_key
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import E5_DIM, Settings
-from tests.conftest import LOOPBACK, create_database
+from tests.conftest import checked_client, create_database
 from tests.scripted_llm import ScriptedLLM
 
 ADMIN_KEY = "admin-" + "k" * 32
@@ -38,7 +38,7 @@ def keyed_database(postgres_server: object) -> str:
 @pytest.fixture
 def keyed(keyed_database: str, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
     settings = Settings(database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m")
-    with TestClient(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
+    with checked_client(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
         yield client
 
 
@@ -131,8 +131,8 @@ def test_websocket_takes_the_key_from_headers_or_a_first_message(keyed: TestClie
 
 def test_without_keys_only_loopback_clients_are_served(database_url: str, embedder: Embedder) -> None:
     open_settings = Settings(database_url=database_url)
-    with TestClient(create_app(open_settings, embedder=embedder), client=("203.0.113.9", 1234)) as remote:
+    with checked_client(create_app(open_settings, embedder=embedder), client=("203.0.113.9", 1234)) as remote:
         refused = remote.get("/v1/agents")
         assert refused.status_code == 403 and "loopback" in refused.json()["detail"]
-    with TestClient(create_app(open_settings, embedder=embedder), client=LOOPBACK) as local:
+    with checked_client(create_app(open_settings, embedder=embedder)) as local:
         assert local.get("/v1/agents").status_code == 200

@@ -10,7 +10,7 @@ from app.errors import TurnErrorBody
 from app.main import create_app
 from app.settings import Settings
 from tests.chat_helpers import block_value, chat, event_types, tool_results
-from tests.conftest import LOOPBACK
+from tests.conftest import checked_client
 from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 
 
@@ -81,7 +81,7 @@ def test_unknown_tool_and_bad_arguments_are_error_results(client: TestClient, ag
 
 def test_step_cap_ends_with_max_steps(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
     capped = settings.model_copy(update={"max_steps": 3})
-    with TestClient(create_app(capped, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(capped, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "looper"}).json()
         llm.reset(*[tools(call("archival_memory_search", query="anything")) for _ in range(5)])
         turn = chat(client, agent, "loop forever")
@@ -155,7 +155,7 @@ def test_llm_failure_keeps_the_user_message(client: TestClient, agent: dict, llm
 
 def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None:  # type: ignore[no-untyped-def]
     bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
-    with TestClient(create_app(bare, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(bare, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "mute"}).json()
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"})
         assert response.status_code == 503
@@ -195,7 +195,7 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
 
 def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
     patient = settings.model_copy(update={"llm_max_retries": 2})
-    with TestClient(create_app(patient, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(patient, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "patient"}).json()
         llm.reset(error(429, "slow down"), error(503, "overloaded"), tools(call("send_message", text="made it")))
         turn = chat(client, agent, "hello?")
@@ -210,7 +210,7 @@ def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Sett
         time.sleep(1.5)
         return tools(call("send_message", text="too late"))
 
-    with TestClient(create_app(hurried, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(hurried, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "hurried"}).json()
         llm.reset(slow)
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "quick!"})

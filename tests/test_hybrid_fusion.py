@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import E5_DIM, Settings
-from tests.conftest import LOOPBACK, create_database
+from tests.conftest import checked_client, create_database
 
 
 def unit(**components: float) -> list[float]:
@@ -53,7 +53,7 @@ class HandPlacedEmbedder:
 def hand_placed(postgres_server: object, settings: Settings) -> Iterator[TestClient]:
     # A database of its own: its vectors belong to the hand-placed "model", not to the shared test database's.
     own = settings.model_copy(update={"database_url": create_database(postgres_server, f"engram_fusion_{uuid.uuid4().hex[:8]}")})
-    with TestClient(create_app(own, embedder=HandPlacedEmbedder()), client=LOOPBACK) as client:
+    with checked_client(create_app(own, embedder=HandPlacedEmbedder())) as client:
         yield client
 
 

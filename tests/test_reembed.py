@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Sequence
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
@@ -20,7 +19,7 @@ from app.main import create_app
 from app.memory import lexical
 from app.memory.reembed import reembed
 from app.settings import E5_DIM, Settings
-from tests.conftest import LOOPBACK, create_database
+from tests.conftest import checked_client, create_database
 
 PASSAGES = ["The user's cat is called Mochi", "ユーザーの夫は看護師で、夜勤が多い", "Dentist on Thursday afternoon"]
 MESSAGES = ["I moved to Osaka last spring", "週末は鎌倉で釣りをします"]
@@ -76,7 +75,7 @@ def rows(url: str) -> dict[str, list[tuple[str, str | None]]]:
 def test_a_minilm_database_is_refused_then_converted_by_engram_reembed(postgres_server: object, embedder: Embedder) -> None:
     url, agent_id = legacy_database(postgres_server)
     with pytest.raises(EmbeddingSpaceMismatch, match=r"made by all-MiniLM-L6-v2 \(384 dims\).*multilingual-e5-small-q4.*`engram reembed`"):
-        with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK):
+        with checked_client(create_app(Settings(database_url=url), embedder=embedder)):
             pass
 
     result = subprocess.run(
@@ -90,7 +89,7 @@ def test_a_minilm_database_is_refused_then_converted_by_engram_reembed(postgres_
     assert [c for c, _ in after["archival_passages"]] == sorted(PASSAGES) and {m for _, m in after["archival_passages"]} == {"multilingual-e5-small-q4"}
     assert [c for c, _ in after["messages"]] == sorted(MESSAGES) and {m for _, m in after["messages"]} == {"multilingual-e5-small-q4"}
 
-    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         # Vector-only search: no word shared, so only the new vectors can find it.
         hits = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "パートナーの職業は？", "mode": "vector", "k": 1}).json()["items"]
         assert hits[0]["content"] == PASSAGES[1]
@@ -133,13 +132,13 @@ def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: objec
     assert [c for c, _ in half["archival_passages"]] == sorted(passages)  # every passage still there
     assert sum(m == embedder.model for _, m in half["archival_passages"]) == 4  # two committed batches of two
     with pytest.raises(EmbeddingSpaceMismatch, match="did not finish.*run `engram reembed` again"):
-        with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK):
+        with checked_client(create_app(Settings(database_url=url), embedder=embedder)):
             pass
 
     assert asyncio.run(run(embedder)) == (3, 1)  # only what was left
     assert asyncio.run(run(embedder)) == (0, 0)  # and then nothing
     done = rows(url)
     assert {m for _, m in done["archival_passages"] + done["messages"]} == {embedder.model}
-    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         hits = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "how many tulips in note 5", "k": 1}).json()["items"]
         assert hits[0]["content"] == passages[5]

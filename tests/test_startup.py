@@ -19,7 +19,7 @@ from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import EmbeddingSpaceMismatch, stored_dim
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import LOOPBACK, create_database
+from tests.conftest import checked_client, create_database
 from tests.scripted_llm import ScriptedLLM, call, tools
 
 
@@ -44,12 +44,12 @@ def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
 
 
 def test_another_embedding_model_is_a_clear_startup_error(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
-    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK):  # the shared database: e5 vectors
+    with checked_client(create_app(settings, embedder=embedder)):  # the shared database: e5 vectors
         pass
     remote = settings.model_copy(update={"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": 8,
                                          "migrate_on_start": False})
     with pytest.raises(EmbeddingSpaceMismatch, match=r"made by multilingual-e5-small-q4 \(384 dims\).*hashed \(8 dims\).*engram reembed"):
-        with TestClient(create_app(remote), client=LOOPBACK):
+        with checked_client(create_app(remote)):
             pass
 
 
@@ -71,7 +71,7 @@ def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient
         await engine.dispose()
 
     asyncio.run(orphan())
-    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as restarted:
+    with checked_client(create_app(settings, embedder=embedder)) as restarted:
         turn = restarted.get(f"/v1/agents/{agent['id']}/turns/{turn_id}").json()
     assert turn["status"] == "interrupted" and turn["stop_reason"] == "interrupted"
     assert [e["type"] for e in turn["events"]] == ["turn_started", "turn_completed"]
@@ -86,7 +86,7 @@ def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, emb
         time.sleep(2)
         return tools(call("send_message", text="done"))
 
-    with TestClient(create_app(impatient, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(impatient, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "busy"}).json()
         other = client.post("/v1/agents", json={"name": "free"}).json()
         llm.reset(slow_reply, tools(call("send_message", text="other agent")))
@@ -110,7 +110,7 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
     )
     assert result.returncode == 0, result.stderr
     key = result.stdout.rsplit(": ", 1)[1].strip()
-    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         assert client.get("/v1/agents").status_code == 401  # a key exists now: loopback is no longer enough
         assert client.get("/v1/agents", headers={"X-API-Key": key}).status_code == 200
 
@@ -118,7 +118,7 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
 def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
     url = create_database(postgres_server, f"engram_reembed_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
-    with TestClient(create_app(Settings(database_url=url), embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "movable"}).json()
         client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": "green tea every morning"}, {"content": "the cat is called Mochi"}]})
     remote = {"ENGRAM_EMBEDDING_PROVIDER": "openai", "ENGRAM_EMBEDDING_MODEL": "hashed", "ENGRAM_EMBEDDING_DIM": "8", "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t"}
@@ -129,7 +129,7 @@ def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object
     assert result.returncode == 0, result.stderr
     assert "re-embedded 2 passages" in result.stdout
     moved = Settings(database_url=url, embedding_provider="openai", embedding_model="hashed", embedding_dim=8, openai_base_url=llm.url, openai_api_key="t")
-    with TestClient(create_app(moved), client=LOOPBACK) as client:  # starts: the database now stores 8 dimensions
+    with checked_client(create_app(moved)) as client:  # starts: the database now stores 8 dimensions
         hits = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "what is the cat called"}).json()["items"]
         assert hits[0]["content"] == "the cat is called Mochi"
 

@@ -7,7 +7,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from tests.chat_helpers import block_value, chat, event_types
-from tests.conftest import LOOPBACK
+from tests.conftest import checked_client
 from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 
 
@@ -18,7 +18,7 @@ def answer_from_search(request: dict) -> dict:
 
 
 def test_japanese_story_survives_a_restart(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
-    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as client:
+    with checked_client(create_app(settings, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "アシスタント"}).json()
         llm.reset(
             tools(call("core_memory_append", label="human", content="名前: 太郎"), content="名前を覚えておこう。"),
@@ -36,7 +36,7 @@ def test_japanese_story_survives_a_restart(settings: Settings, embedder: Embedde
         stored = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
         assert [p["content"] for p in stored] == ["太郎の好きな食べ物はラーメン"]
 
-    with TestClient(create_app(settings, embedder=embedder), client=LOOPBACK) as client:  # a new process would see the same
+    with checked_client(create_app(settings, embedder=embedder)) as client:  # a new process would see the same
         llm.reset(tools(call("archival_memory_search", query="好きな食べ物")), answer_from_search)
         recalled = chat(client, agent, "僕の好きな食べ物は何だっけ？")
         assert recalled["reply"] == "太郎さんの好きな食べ物はラーメンですね！"
