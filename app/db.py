@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.errors import DatabaseUnreachable
 
 log = logging.getLogger("engram.db")
 
@@ -47,10 +50,21 @@ def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
 
 def create_engine(url: str) -> AsyncEngine:
     # A short connect timeout: while the database is down, requests fail fast with 503 instead of hanging.
-    return create_async_engine(
+    engine = create_async_engine(
         asyncpg_url(url), pool_size=20, max_overflow=30, pool_pre_ping=True, pool_recycle=1800, pool_timeout=10,
         connect_args={"timeout": 5},
     )
+    event.listen(engine.sync_engine, "do_connect", _connect)
+    return engine
+
+
+def _connect(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+    """Opens a connection; a network failure on the way (refused, unreachable, DNS, connect timeout) is the
+    database being unreachable — only here, so that an OSError elsewhere keeps its own meaning."""
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except OSError as exc:  # TimeoutError included
+        raise DatabaseUnreachable("the database is unreachable; retry shortly") from exc
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -65,6 +65,11 @@ class ServiceUnavailable(EngramError):
     code = "service_unavailable"
 
 
+class DatabaseUnreachable(ServiceUnavailable):
+    code = "database_unavailable"
+    headers = {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
+
+
 class LLMError(EngramError):
     """The LLM endpoint failed (after the SDK's retries) or answered with nothing usable. Inside a turn it ends the
     turn with `llm_error`; `turn_id` is set once the turn it ended is known."""
@@ -140,10 +145,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(PoolTimeout)
     async def _pool(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return _database_unavailable(exc)
-
-    @app.exception_handler(OSError)
-    async def _network(_: Request, exc: OSError) -> JSONResponse:
         return _database_unavailable(exc)
 
     @app.exception_handler(Exception)
