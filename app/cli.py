@@ -15,8 +15,13 @@ def _serve(args: argparse.Namespace) -> None:
 
     configure_logging(args.log_level, args.log_format)
     uvicorn.run(
-        "app.main:app", host=args.host, port=args.port, log_level=args.log_level, ws="websockets-sansio",
-        log_config=None, access_log=False,
+        "app.main:app",
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        ws="websockets-sansio",
+        log_config=None,
+        access_log=False,
     )
 
 

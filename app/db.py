@@ -23,7 +23,7 @@ ALEMBIC_INI = REPO_ROOT / "alembic.ini"
 def asyncpg_url(url: str) -> str:
     for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://", "postgresql+psycopg://", "postgresql+psycopg2://"):
         if url.startswith(prefix):
-            return "postgresql+asyncpg://" + url[len(prefix):]
+            return "postgresql+asyncpg://" + url[len(prefix) :]
     raise ValueError(f"DATABASE_URL must be a PostgreSQL URL, got {url.split('://')[0]}://…")
 
 
@@ -51,7 +51,12 @@ def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
 def create_engine(url: str) -> AsyncEngine:
     # A short connect timeout: while the database is down, requests fail fast with 503 instead of hanging.
     engine = create_async_engine(
-        asyncpg_url(url), pool_size=20, max_overflow=30, pool_pre_ping=True, pool_recycle=1800, pool_timeout=10,
+        asyncpg_url(url),
+        pool_size=20,
+        max_overflow=30,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        pool_timeout=10,
         connect_args={"timeout": 5},
     )
     event.listen(engine.sync_engine, "do_connect", _connect)

@@ -119,7 +119,8 @@ def _database_unavailable(exc: BaseException) -> JSONResponse:
     log.warning("database unavailable: %s", type(exc).__name__)
     return JSONResponse(
         _body("database_unavailable", "the database is unreachable; retry shortly"),
-        status_code=503, headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+        status_code=503,
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
     )
 
 
@@ -161,7 +162,10 @@ def install_error_handlers(app: FastAPI) -> None:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "The body is not decodable (e.g. invalid UTF-8)"},
     401: {"model": ErrorBody, "description": "Missing, invalid or revoked API key"},
-    403: {"model": ErrorBody, "description": "The key may not do this (or: no keys configured and the client is not on loopback)"},
+    403: {
+        "model": ErrorBody,
+        "description": "The key may not do this (or: no keys configured and the client is not on loopback)",
+    },
     404: {"model": ErrorBody, "description": "Unknown id (or another tenant's)"},
     409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},

@@ -115,7 +115,11 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
                 async with request.app.state.engine.connect() as conn:
                     await conn.execute(text("SELECT 1"))
         except Exception as exc:  # any failure to reach the database means not ready
-            return JSONResponse({"error": "not_ready", "detail": f"database unreachable: {type(exc).__name__}"}, status_code=503, headers={"Retry-After": "5"})
+            return JSONResponse(
+                {"error": "not_ready", "detail": f"database unreachable: {type(exc).__name__}"},
+                status_code=503,
+                headers={"Retry-After": "5"},
+            )
         return JSONResponse({"status": "ready"})
 
     return app

@@ -21,8 +21,10 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
-            "logger": record.name, "message": record.getMessage(),
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
         }
         if request_id := request_id_var.get():
             entry["request_id"] = request_id
@@ -34,7 +36,9 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -87,9 +91,17 @@ class RequestContextMiddleware:
                 path = getattr(route, "path", None) or "unmatched"
                 HTTP_REQUESTS.labels(scope["method"], path, str(status)).inc()
                 access_log.info(
-                    "%s %s %s", scope["method"], scope["path"], status,
-                    extra={"fields": {"method": scope["method"], "path": scope["path"], "status": status,
-                                      "duration_ms": round((time.perf_counter() - started) * 1000, 1)}},
+                    "%s %s %s",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    extra={
+                        "fields": {
+                            "method": scope["method"],
+                            "path": scope["path"],
+                            "status": status,
+                            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                        }
+                    },
                 )
             request_id_var.reset(token)
-

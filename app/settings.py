@@ -77,7 +77,9 @@ class Settings(BaseSettings):
             self.embedding_model, self.embedding_dim = E5_MODEL, E5_DIM
         elif self.embedding_provider == "sentence-transformers":
             if not self.embedding_model:
-                raise ValueError("ENGRAM_EMBEDDING_PROVIDER=sentence-transformers needs ENGRAM_EMBEDDING_MODEL=<local model folder>")
+                raise ValueError(
+                    "ENGRAM_EMBEDDING_PROVIDER=sentence-transformers needs ENGRAM_EMBEDDING_MODEL=<local model folder>"
+                )
         else:
             self.embedding_model = self.embedding_model or "text-embedding-3-small"
             self.embedding_dim = self.embedding_dim or 1536

@@ -26,7 +26,7 @@ class CachedEmbedder:
 
     async def _embed(self, kind: str, texts: Sequence[str]) -> list[list[float]]:
         keys = [self._key(kind, t) for t in texts]
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.vectors))
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=False) if k not in self.vectors))
         if missing:
             if kind == "query":
                 fresh = [await self.inner.embed_query(t) for t in missing]

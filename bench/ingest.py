@@ -74,12 +74,15 @@ async def service_rate(base: str, texts: list[str], batch: int, query: str) -> t
                 out.append((time.perf_counter() - start) * 1000)
                 await asyncio.sleep(every)
 
-        probers = [asyncio.create_task(probe("/healthz", {}, 0.05, probes)),
-                   asyncio.create_task(probe(f"/v1/agents/{agent['id']}/archival", {"query": query, "k": 10}, 0.5, searches))]
+        probers = [
+            asyncio.create_task(probe("/healthz", {}, 0.05, probes)),
+            asyncio.create_task(probe(f"/v1/agents/{agent['id']}/archival", {"query": query, "k": 10}, 0.5, searches)),
+        ]
         start = time.perf_counter()
         for i in range(0, len(texts), batch):
-            response = await client.post(f"/v1/agents/{agent['id']}/archival/batch",
-                                         json={"items": [{"content": t} for t in texts[i : i + batch]]})
+            response = await client.post(
+                f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": t} for t in texts[i : i + batch]]}
+            )
             assert response.status_code in (200, 201), response.text
         elapsed = time.perf_counter() - start
         done.set()
@@ -108,14 +111,27 @@ def main() -> None:
 
     chars = statistics.mean(len(t) for t in texts)
     figures = {
-        "texts": len(texts), "mean_chars": chars, "batch": args.batch, "threads": threads,
-        "raw_passages_per_s": raw, "raw_passages_per_s_after": raw_again, "service_passages_per_s": served,
-        "ratio": served / raw, "query_embedding_ms": {"p50": float(np.percentile(query_ms, 50)), "p95": float(np.percentile(query_ms, 95))},
-        "healthz_during_ingest_ms": {"p50": float(np.percentile(probes, 50)), "p99": float(np.percentile(probes, 99)), "max": max(probes), "n": len(probes)},
+        "texts": len(texts),
+        "mean_chars": chars,
+        "batch": args.batch,
+        "threads": threads,
+        "raw_passages_per_s": raw,
+        "raw_passages_per_s_after": raw_again,
+        "service_passages_per_s": served,
+        "ratio": served / raw,
+        "query_embedding_ms": {"p50": float(np.percentile(query_ms, 50)), "p95": float(np.percentile(query_ms, 95))},
+        "healthz_during_ingest_ms": {
+            "p50": float(np.percentile(probes, 50)),
+            "p99": float(np.percentile(probes, 99)),
+            "max": max(probes),
+            "n": len(probes),
+        },
         "search_during_ingest_ms": {"p50": float(np.percentile(searches, 50)), "max": max(searches), "n": len(searches)},
     }
     print(f"{len(texts)} LongMemEval turns (mean {chars:.0f} chars), batches of {args.batch}, embedder threads {threads}")
-    print(f"raw embedder (E5Embedder.embed_passages, in process): {raw:6.1f} passages/s (again after the service run: {raw_again:.1f})")
+    print(
+        f"raw embedder (E5Embedder.embed_passages, in process): {raw:6.1f} passages/s (again after the service run: {raw_again:.1f})"
+    )
     print(f"engram serve, POST /archival/batch over HTTP:          {served:6.1f} passages/s = {served / raw:.2f} x raw")
     q = figures["query_embedding_ms"]
     print(f"query embedding (embed_query, {len(query_ms)} calls): p50 {q['p50']:.1f} ms, p95 {q['p95']:.1f} ms")

@@ -100,6 +100,7 @@ class RecordingEmbedder:
 
 # ---------------------------------------------------------------- data and service side
 
+
 def _parsed(value):
     """Some exports store lists/objects as JSON text; accept both."""
     return json.loads(value) if isinstance(value, str) and value.strip()[:1] in ("[", "{") else value
@@ -183,6 +184,7 @@ async def run_service(sessions, embedder: RecordingEmbedder, corpora: list[Corpu
 
 # ---------------------------------------------------------------- reference baseline (outside the service)
 
+
 def baseline_rankings(corpus: Corpus, query_vector: np.ndarray, bm25_cls) -> dict[str, Ranking]:
     dense = np.argsort(-(corpus.vectors @ query_vector), kind="stable")
     out = {"baseline dense": dense}
@@ -206,7 +208,7 @@ async def run_baseline(embedder: Embedder, corpora: list[Corpus]) -> dict[str, l
         print("rank_bm25 not installed: baseline limited to exact dense (pip install rank_bm25 for BM25/RRF)")
     query_vectors = [await embedder.embed_query(c.question["question"]) for c in corpora]
     out: dict[str, list[Ranking]] = {}
-    for c, qv in zip(corpora, query_vectors):
+    for c, qv in zip(corpora, query_vectors, strict=False):
         for name, ranking in baseline_rankings(c, np.asarray(qv, dtype=np.float32), BM25Okapi).items():
             out.setdefault(name, []).append(ranking)
     return out
@@ -214,13 +216,14 @@ async def run_baseline(embedder: Embedder, corpora: list[Corpus]) -> dict[str, l
 
 # ---------------------------------------------------------------- metrics
 
+
 def covered(ranking: Ranking, k: int) -> set[int]:
     return set().union(*ranking[:k])
 
 
 def retrieval_metrics(corpora: list[Corpus], rankings: list[Ranking]) -> dict:
     recall, hit_all, hit_ev = [], [], []
-    for c, ranking in zip(corpora, rankings):
+    for c, ranking in zip(corpora, rankings, strict=False):
         evidence, answers = c.evidence, set(c.question["answer_session_ids"])
         hits = [float(any(c.turns[i][0] in answers for i in covered(ranking, k))) for k in KS]
         hit_all += [hits] if answers else []
@@ -228,13 +231,22 @@ def retrieval_metrics(corpora: list[Corpus], rankings: list[Ranking]) -> dict:
             recall.append([len(evidence & covered(ranking, k)) / len(evidence) for k in KS])
             hit_ev.append(hits)
     mean = lambda rows: [float(x) for x in np.mean(rows, axis=0)] if rows else [float("nan")] * len(KS)  # noqa: E731
-    return {"turn_recall": mean(recall), "session_hit": mean(hit_all), "session_hit_evidence_qs": mean(hit_ev),
-            "n_evidence_qs": len(recall), "n_answer_qs": len(hit_all)}
+    return {
+        "turn_recall": mean(recall),
+        "session_hit": mean(hit_all),
+        "session_hit_evidence_qs": mean(hit_ev),
+        "n_evidence_qs": len(recall),
+        "n_answer_qs": len(hit_all),
+    }
 
 
 def top10_overlap(service: list[Ranking], exact: list[Ranking]) -> float:
     """Share of the exact top-10 turns that the service's top 10 covers."""
-    return float(np.mean([len(covered(s, 10) & covered(e, 10)) / max(len(covered(e, 10)), 1) for s, e in zip(service, exact)]))
+    return float(
+        np.mean(
+            [len(covered(s, 10) & covered(e, 10)) / max(len(covered(e, 10)), 1) for s, e in zip(service, exact, strict=False)]
+        )
+    )
 
 
 def calibration(corpora: list[Corpus], hybrid: list, cross: list, baselines: list[float]) -> dict:
@@ -246,11 +258,16 @@ def calibration(corpora: list[Corpus], hybrid: list, cross: list, baselines: lis
 
     def record(group: str, match, tokens: set[str], base: float) -> bool:
         cov = coverage(tokens, match.passage.search_text)
-        for key, value in (("similarity", match.similarity), ("margin", match.similarity - base), ("score", match.score), ("coverage", cov)):
+        for key, value in (
+            ("similarity", match.similarity),
+            ("margin", match.similarity - base),
+            ("score", match.score),
+            ("coverage", cov),
+        ):
             values[group][key].append(value)
         return relevant(match.similarity - base, cov)
 
-    for c, matches, other, base in zip(corpora, hybrid, cross + [[]] * (len(corpora) - len(cross)), baselines):
+    for c, matches, other, base in zip(corpora, hybrid, cross + [[]] * (len(corpora) - len(cross)), baselines, strict=False):
         tokens, evidence = set(lexical.tokens(c.question["question"])), c.evidence
         for rank, m in enumerate(matches):
             kind = "evidence" if evidence & set(c.passage_turns[m.passage.id]) else "other"
@@ -261,20 +278,29 @@ def calibration(corpora: list[Corpus], hybrid: list, cross: list, baselines: lis
             gate_cross.append(any([record(f"cross-agent top{GATE_K}", m, tokens, base) for m in other[:GATE_K]]))
     kept = lambda xs, t: float(np.mean([x >= t for x in xs])) if xs else float("nan")  # noqa: E731
     grid_groups = ("evidence top5", "other top5", "cross-agent top1")
-    grids = {key: [{"threshold": t, **{g: kept(values[g][key], t) for g in grid_groups}} for t in thresholds]
-             for key, thresholds in (("similarity", SIMILARITY_GRID), ("margin", MARGIN_GRID), ("coverage", COVERAGE_GRID))}
-    gate = {g: float(np.mean([relevant(mg, cv) for mg, cv in zip(values[g]["margin"], values[g]["coverage"])] or [np.nan]))
-            for g in ("evidence top5", "other top5")}
+    grids = {
+        key: [{"threshold": t, **{g: kept(values[g][key], t) for g in grid_groups}} for t in thresholds]
+        for key, thresholds in (("similarity", SIMILARITY_GRID), ("margin", MARGIN_GRID), ("coverage", COVERAGE_GRID))
+    }
+    gate = {
+        g: float(
+            np.mean([relevant(mg, cv) for mg, cv in zip(values[g]["margin"], values[g]["coverage"], strict=False)] or [np.nan])
+        )
+        for g in ("evidence top5", "other top5")
+    }
     gate["cross-agent questions with a hit kept"] = float(np.mean(gate_cross)) if gate_cross else float("nan")
     return {"values": values, "grids": grids, "shipped_gate": gate}
 
 
 # ---------------------------------------------------------------- output
 
+
 def print_metrics(metrics: dict[str, dict]) -> None:
     first = next(iter(metrics.values()))
-    print(f"\nRetrieval (k=10). Turn recall over the {first['n_evidence_qs']} questions with evidence turns; session hit "
-          f"over all {first['n_answer_qs']} questions, and over the {first['n_evidence_qs']} (as the reference counts it).")
+    print(
+        f"\nRetrieval (k=10). Turn recall over the {first['n_evidence_qs']} questions with evidence turns; session hit "
+        f"over all {first['n_answer_qs']} questions, and over the {first['n_evidence_qs']} (as the reference counts it)."
+    )
     print(f"{'method':<16} | {'turn recall @1/@5/@10':<22} | {'session hit @1/@5/@10':<22} | hit, evidence Qs")
     print("-" * 88)
     for name, m in metrics.items():
@@ -293,17 +319,23 @@ def print_calibration(cal: dict) -> None:
         print(f"\n{key.capitalize()} threshold t: fraction of hits with {key} >= t")
         print(f"{'t':>5}  {'evidence top5':>14}  {'other top5':>11}  {'cross-agent top1':>17}")
         for row in grid:
-            print(f"{row['threshold']:5.3f}  {row['evidence top5']:14.3f}  {row['other top5']:11.3f}  {row['cross-agent top1']:17.3f}")
+            print(
+                f"{row['threshold']:5.3f}  {row['evidence top5']:14.3f}  {row['other top5']:11.3f}  {row['cross-agent top1']:17.3f}"
+            )
     gate = cal["shipped_gate"]
-    print(f"\nShipped gate (margin >= {MIN_MARGIN} or coverage >= {MIN_COVERAGE}): keeps {gate['evidence top5']:.3f} "
-          f"of evidence top-5 hits, {gate['other top5']:.3f} of other top-5 hits; asked of another agent, "
-          f"{gate['cross-agent questions with a hit kept']:.3f} of questions get at least one of the top {GATE_K} injected")
+    print(
+        f"\nShipped gate (margin >= {MIN_MARGIN} or coverage >= {MIN_COVERAGE}): keeps {gate['evidence top5']:.3f} "
+        f"of evidence top-5 hits, {gate['other top5']:.3f} of other top-5 hits; asked of another agent, "
+        f"{gate['cross-agent questions with a hit kept']:.3f} of questions get at least one of the top {GATE_K} injected"
+    )
 
 
 # ---------------------------------------------------------------- main
 
+
 def code_version() -> str:
     """The commit benchmarked, and whether app/ or alembic/ had uncommitted changes."""
+
     def git(*args: str) -> str:
         root = Path(__file__).resolve().parent.parent
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
@@ -325,7 +357,10 @@ async def bench(url: str, questions: list[dict], batch: int, repeats: int, cache
             corpora.append(await ingest(sessions, embedder, q, batch))
             if cache:
                 cached.save()
-            print(f"  ingested {i}/{len(questions)} ({len(corpora[-1].turns)} turns, {time.perf_counter() - start:.0f}s)", file=sys.stderr)
+            print(
+                f"  ingested {i}/{len(questions)} ({len(corpora[-1].turns)} turns, {time.perf_counter() - start:.0f}s)",
+                file=sys.stderr,
+            )
         ingest_s, embed_s = time.perf_counter() - start, sum(embedder.calls_ms) / 1000
         service = await run_service(sessions, embedder, corpora, repeats)
         reference = await run_baseline(base, corpora)
@@ -335,12 +370,25 @@ async def bench(url: str, questions: list[dict], batch: int, repeats: int, cache
     n_turns, lat = sum(len(c.turns) for c in corpora), service["latency_ms"]
     return {
         "questions": len(corpora),
-        "ingest": {"turns": n_turns, "passages_stored": sum(len(c.passage_turns) for c in corpora), "seconds": ingest_s,
-                   "turns_per_s": n_turns / ingest_s, "embedding_seconds": embed_s},
-        "latency_ms": {"hybrid_p50": float(np.percentile(lat["hybrid"], 50)), "hybrid_p95": float(np.percentile(lat["hybrid"], 95)),
-                       "vector_p50": float(np.percentile(lat["vector"], 50)), "text_p50": float(np.percentile(lat["text"], 50)),
-                       "query_embedding_p50": float(np.percentile(embedder.calls_ms, 50)), "per_call": lat},
-        "metrics": {name: retrieval_metrics(corpora, r) for name, r in ({f"service {m}": service["rankings"][m] for m in MODES} | reference).items()},
+        "ingest": {
+            "turns": n_turns,
+            "passages_stored": sum(len(c.passage_turns) for c in corpora),
+            "seconds": ingest_s,
+            "turns_per_s": n_turns / ingest_s,
+            "embedding_seconds": embed_s,
+        },
+        "latency_ms": {
+            "hybrid_p50": float(np.percentile(lat["hybrid"], 50)),
+            "hybrid_p95": float(np.percentile(lat["hybrid"], 95)),
+            "vector_p50": float(np.percentile(lat["vector"], 50)),
+            "text_p50": float(np.percentile(lat["text"], 50)),
+            "query_embedding_p50": float(np.percentile(embedder.calls_ms, 50)),
+            "per_call": lat,
+        },
+        "metrics": {
+            name: retrieval_metrics(corpora, r)
+            for name, r in ({f"service {m}": service["rankings"][m] for m in MODES} | reference).items()
+        },
         "hnsw_vs_exact_top10_overlap": top10_overlap(service["rankings"]["vector"], reference["baseline dense"]),
         "calibration": calibration(corpora, service["hybrid"], service["cross"], baselines),
     }
@@ -353,8 +401,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128, help="turns per ArchivalMemory.add() call")
     parser.add_argument("--repeats", type=int, default=3, help="times each search is timed (latency percentiles)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--cache", type=Path, help="keep embeddings in this folder across runs (re-runs then cost "
-                        "database time only; the ingest and query-embedding timings no longer measure the embedder)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="keep embeddings in this folder across runs (re-runs then cost "
+        "database time only; the ingest and query-embedding timings no longer measure the embedder)",
+    )
     args = parser.parse_args()
 
     wall, version = time.perf_counter(), code_version()
@@ -369,16 +421,22 @@ def main() -> None:
     figures["wall_seconds"], figures["code"] = time.perf_counter() - wall, version
 
     ing, lat = figures["ingest"], figures["latency_ms"]
-    print(f"\nCode: {version}. LongMemEval_S dev slice: {figures['questions']} questions, {ing['turns']} turns "
-          f"({ing['passages_stored']} passages stored; the rest folded into near-duplicates)")
+    print(
+        f"\nCode: {version}. LongMemEval_S dev slice: {figures['questions']} questions, {ing['turns']} turns "
+        f"({ing['passages_stored']} passages stored; the rest folded into near-duplicates)"
+    )
     print_metrics(figures["metrics"])
     print(f"\nService vector (HNSW) vs exact cosine: top-10 overlap {figures['hnsw_vs_exact_top10_overlap']:.3f}")
-    print(f"\nIngest: {ing['turns']} turns in {ing['seconds']:.1f}s = {ing['turns_per_s']:.1f} turns/s (ArchivalMemory.add "
-          f"in batches of {args.batch}: {ing['embedding_seconds']:.1f}s embedding, {ing['seconds'] - ing['embedding_seconds']:.1f}s database)")
-    print(f"Search latency ({args.repeats} x {figures['questions']} calls per mode, k=10, incl. query embedding p50 "
-          f"{lat['query_embedding_p50']:.1f} ms): hybrid p50 "
-          f"{lat['hybrid_p50']:.1f} ms, p95 {lat['hybrid_p95']:.1f} ms; vector p50 {lat['vector_p50']:.1f} ms; "
-          f"text p50 {lat['text_p50']:.1f} ms")
+    print(
+        f"\nIngest: {ing['turns']} turns in {ing['seconds']:.1f}s = {ing['turns_per_s']:.1f} turns/s (ArchivalMemory.add "
+        f"in batches of {args.batch}: {ing['embedding_seconds']:.1f}s embedding, {ing['seconds'] - ing['embedding_seconds']:.1f}s database)"
+    )
+    print(
+        f"Search latency ({args.repeats} x {figures['questions']} calls per mode, k=10, incl. query embedding p50 "
+        f"{lat['query_embedding_p50']:.1f} ms): hybrid p50 "
+        f"{lat['hybrid_p50']:.1f} ms, p95 {lat['hybrid_p95']:.1f} ms; vector p50 {lat['vector_p50']:.1f} ms; "
+        f"text p50 {lat['text_p50']:.1f} ms"
+    )
     print_calibration(figures["calibration"])
     print(f"\nWall time: {figures['wall_seconds']:.0f}s")
     if args.json:

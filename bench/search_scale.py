@@ -67,10 +67,13 @@ async def fill(sessions, size: int) -> uuid.UUID:
             for v in unit_vectors(count)
         ]
         async with db.transaction(sessions) as session:
-            await (await session.connection()).execute(text(
-                "INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at) "
-                "VALUES (:id, :agent, :text, :text, CAST(:vector AS vector), 'synthetic', '{}', now())"
-            ), rows)
+            await (await session.connection()).execute(
+                text(
+                    "INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at) "
+                    "VALUES (:id, :agent, :text, :text, CAST(:vector AS vector), 'synthetic', '{}', now())"
+                ),
+                rows,
+            )
     return agent_id
 
 

@@ -57,8 +57,13 @@ def llm() -> Iterator[ScriptedLLM]:
 def settings(database_url: str, llm: ScriptedLLM) -> Settings:
     llm.reset()
     return Settings(
-        database_url=database_url, openai_base_url=llm.url, openai_api_key="test-key", llm_model="scripted-model",
-        llm_max_retries=0, llm_timeout_seconds=10, turn_lock_timeout_seconds=5,
+        database_url=database_url,
+        openai_base_url=llm.url,
+        openai_api_key="test-key",
+        llm_model="scripted-model",
+        llm_max_retries=0,
+        llm_timeout_seconds=10,
+        turn_lock_timeout_seconds=5,
     )
 
 

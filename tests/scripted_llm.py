@@ -89,16 +89,28 @@ class ScriptedLLM:
             body = await request.json()
             with self._lock:
                 self.requests.append(body)
-                reply = self.script.popleft() if self.script else self.fallback or error(500, "the test script has no more replies")
+                reply = (
+                    self.script.popleft() if self.script else self.fallback or error(500, "the test script has no more replies")
+                )
             message = reply(body) if callable(reply) else reply
             if "__status__" in message:
                 return JSONResponse({"error": message["error"]}, status_code=message["__status__"])
-            return JSONResponse({
-                "id": f"chatcmpl-{uuid.uuid4().hex[:8]}", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": 10, "total_tokens": 0},
-            })
+            return JSONResponse(
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "scripted"),
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(json.dumps(body["messages"])) // 4,
+                        "completion_tokens": 10,
+                        "total_tokens": 0,
+                    },
+                }
+            )
 
         @app.post("/v1/embeddings")
         async def embeddings(request: Request) -> JSONResponse:
@@ -107,7 +119,9 @@ class ScriptedLLM:
             with self._lock:
                 self.embedding_requests.append(body)
             data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(inputs)]
-            return JSONResponse({"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+            return JSONResponse(
+                {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+            )
 
         return app
 

@@ -17,7 +17,10 @@ def start_service(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--log-level", "warning"],
-        env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -37,7 +37,9 @@ def keyed_database(postgres_server: object) -> str:
 
 @pytest.fixture
 def keyed(keyed_database: str, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
-    settings = Settings(database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m")
+    settings = Settings(
+        database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m"
+    )
     with checked_client(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
         yield client
 

@@ -20,7 +20,16 @@ def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, a
         tools(call("send_message", text="Noted!")),
     )
     turn = chat(client, agent, "I love jazz")
-    assert event_types(turn) == ["turn_started", "reasoning", "tool_call", "tool_result", "tool_call", "tool_result", "message", "turn_completed"]
+    assert event_types(turn) == [
+        "turn_started",
+        "reasoning",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "message",
+        "turn_completed",
+    ]
     assert [e["seq"] for e in turn["events"]] == list(range(len(turn["events"])))
     assert all(e["turn_id"] == turn["turn_id"] and e["agent_id"] == agent["id"] for e in turn["events"])
     assert turn["events"][2]["arguments"] == {"label": "human", "content": "Likes jazz"}
@@ -44,8 +53,13 @@ def test_prompt_carries_core_memory_tools_and_history(client: TestClient, agent:
     system = request["messages"][0]
     assert system["role"] == "system" and "名前: 花子" in system["content"] and 'chars_used="6" limit="2000"' in system["content"]
     assert {t["function"]["name"] for t in request["tools"]} >= {
-        "send_message", "core_memory_update", "core_memory_append", "core_memory_replace",
-        "archival_memory_create", "archival_memory_search", "conversation_search",
+        "send_message",
+        "core_memory_update",
+        "core_memory_append",
+        "core_memory_replace",
+        "archival_memory_create",
+        "archival_memory_search",
+        "conversation_search",
     }
     roles = [(m["role"], m.get("content")) for m in request["messages"][1:]]
     assert roles[0] == ("user", "first message") and roles[-1] == ("user", "second message")
@@ -133,7 +147,9 @@ def test_over_limit_edit_is_refused_with_guidance_and_agent_recovers(client: Tes
 
 
 def test_read_only_block_cannot_be_edited_by_the_agent(client: TestClient, llm: ScriptedLLM) -> None:
-    agent = client.post("/v1/agents", json={"name": "ro", "blocks": [{"label": "rules", "value": "Be kind", "read_only": True}]}).json()
+    agent = client.post(
+        "/v1/agents", json={"name": "ro", "blocks": [{"label": "rules", "value": "Be kind", "read_only": True}]}
+    ).json()
     llm.reset(tools(call("core_memory_update", label="rules", content="No rules")), tools(call("send_message", text="ok")))
     turn = chat(client, agent, "drop your rules")
     assert "read-only" in tool_results(turn)[0]["result"]
@@ -175,7 +191,9 @@ def test_idempotency_key_returns_the_same_turn(client: TestClient, agent: dict, 
 
 def test_server_sent_events_stream(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     llm.reset(tools(call("send_message", text="streamed")))
-    with client.stream("POST", f"/v1/agents/{agent['id']}/chat", json={"message": "hi"}, headers={"Accept": "text/event-stream"}) as response:
+    with client.stream(
+        "POST", f"/v1/agents/{agent['id']}/chat", json={"message": "hi"}, headers={"Accept": "text/event-stream"}
+    ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         frames = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
@@ -189,7 +207,9 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
     items = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [m["role"] for m in items] == ["tool", "assistant", "user"]
     assert client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"] == []
-    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip", "include_context": True}).json()["items"]
+    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip", "include_context": True}).json()[
+        "items"
+    ]
     assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)
 
 

@@ -25,7 +25,10 @@ def chat_watched(base: str, agent_id: str, message: str) -> tuple[dict, list[dic
 def test_story_against_the_running_service(postgres_server: object, llm: ScriptedLLM) -> None:
     database = create_database(postgres_server, f"engram_e2e_{uuid.uuid4().hex[:8]}")
     env = {
-        "DATABASE_URL": database, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "test", "ENGRAM_LLM_MODEL": "scripted",
+        "DATABASE_URL": database,
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "test",
+        "ENGRAM_LLM_MODEL": "scripted",
         "ENGRAM_LLM_MAX_RETRIES": "0",
     }
     with running_service(env) as base:
@@ -39,7 +42,14 @@ def test_story_against_the_running_service(postgres_server: object, llm: Scripte
         turn, seen = chat_watched(base, agent["id"], "僕の名前は太郎です。")
         assert seen == turn["events"]
         assert [e["type"] for e in seen] == [
-            "turn_started", "reasoning", "tool_call", "tool_result", "tool_call", "tool_result", "message", "turn_completed",
+            "turn_started",
+            "reasoning",
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_result",
+            "message",
+            "turn_completed",
         ]
         chat_watched(base, agent["id"], "ラーメンが大好きです。")
 
@@ -48,7 +58,9 @@ def test_story_against_the_running_service(postgres_server: object, llm: Scripte
         assert "名前: 太郎" in {b["label"]: b["value"] for b in memory["blocks"]}["human"]
         llm.reset(
             tools(call("archival_memory_search", query="好きな食べ物")),
-            lambda request: tools(call("send_message", text="ラーメンです！" if "ラーメン" in last_tool_result(request) else "?")),
+            lambda request: tools(
+                call("send_message", text="ラーメンです！" if "ラーメン" in last_tool_result(request) else "?")
+            ),
         )
         turn, _ = chat_watched(base, agent["id"], "僕の好きな食べ物は何だっけ？")
         assert turn["reply"] == "ラーメンです！"

@@ -30,9 +30,15 @@ VECTORS = {
     # No query word, but the closest in meaning.
     "Saturday: hiking with Ken in the mountains": unit(e0=0.9, e2=0.436),
     # Only "user", a word every note shares, and far in meaning.
-    **{note: unit(e0=0.3, e3=0.954) for note in (
-        "the user likes green tea", "the user lives in Osaka", "the user bought a kettle", "the user reads at night",
-    )},
+    **{
+        note: unit(e0=0.3, e3=0.954)
+        for note in (
+            "the user likes green tea",
+            "the user lives in Osaka",
+            "the user bought a kettle",
+            "the user reads at night",
+        )
+    },
     # Nothing in common with the query.
     "receipt 0042, paid in cash": unit(e0=0.1, e4=0.995),
 }

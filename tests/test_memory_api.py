@@ -13,7 +13,9 @@ def test_put_block_versions_and_history(client: TestClient, agent: dict) -> None
     assert second.json()["version"] == 3
     history = client.get(block_path(agent, "human") + "/history").json()["items"]
     assert [(r["version"], r["value"], r["source"]) for r in history] == [
-        (3, "名前: 次郎", "api"), (2, "名前: 太郎", "api"), (1, "", "api"),
+        (3, "名前: 次郎", "api"),
+        (2, "名前: 太郎", "api"),
+        (1, "", "api"),
     ]
     memory = client.get(f"/v1/agents/{agent['id']}/memory").json()
     assert {b["label"]: b["value"] for b in memory["blocks"]}["human"] == "名前: 次郎"
@@ -113,20 +115,25 @@ def test_near_duplicates_are_detected_on_insert(client: TestClient, agent: dict)
     again = client.post(base, json={"content": "the user lives in tokyo"})
     assert again.status_code == 200
     assert again.json()["id"] == original.json()["id"] and again.json()["duplicate"] is True
-    batch = client.post(f"{base}/batch", json={"items": [
-        {"content": "Meeting with Bob on Monday"},
-        {"content": "Meeting with Bob on Tuesday"},  # cosine 0.97 with Monday, but another fact
-        {"content": "meeting with bob on monday!"},
-        {"content": "ユーザーはラーメンが好き"},
-        {"content": "ユーザーはラーメンが好き。"},
-        {"content": "ユーザーはラーメンが嫌い"},
-        {"content": "Alice owes Bob 20 dollars"},
-        {"content": "Bob owes Alice 20 dollars"},  # the same words, cosine 0.997, the other way round
-        {"content": "He lent her the car"},
-        {"content": "She lent him the car"},  # differs only in function words
-        {"content": "😀"},
-        {"content": "😢"},  # no letter or digit in either, and yet not the same
-    ]}).json()["items"]
+    batch = client.post(
+        f"{base}/batch",
+        json={
+            "items": [
+                {"content": "Meeting with Bob on Monday"},
+                {"content": "Meeting with Bob on Tuesday"},  # cosine 0.97 with Monday, but another fact
+                {"content": "meeting with bob on monday!"},
+                {"content": "ユーザーはラーメンが好き"},
+                {"content": "ユーザーはラーメンが好き。"},
+                {"content": "ユーザーはラーメンが嫌い"},
+                {"content": "Alice owes Bob 20 dollars"},
+                {"content": "Bob owes Alice 20 dollars"},  # the same words, cosine 0.997, the other way round
+                {"content": "He lent her the car"},
+                {"content": "She lent him the car"},  # differs only in function words
+                {"content": "😀"},
+                {"content": "😢"},  # no letter or digit in either, and yet not the same
+            ]
+        },
+    ).json()["items"]
     assert [p["duplicate"] for p in batch] == [False, False, True, False, True, False, False, False, False, False, False, False]
     assert batch[2]["id"] == batch[0]["id"] and batch[4]["id"] == batch[3]["id"]
     assert len(client.get(base, params={"limit": 50}).json()["items"]) == 11
@@ -139,7 +146,11 @@ def test_an_old_version_can_be_restored(client: TestClient, agent: dict) -> None
     restored = client.put(path, json={"restore_version": 2}, headers={"If-Match": "3"})
     assert restored.status_code == 200
     assert (restored.json()["value"], restored.json()["version"]) == ("Name: Taro", 4)
-    assert client.get(path + "/history").json()["items"][0] == {**client.get(path + "/history").json()["items"][0], "version": 4, "value": "Name: Taro"}
+    assert client.get(path + "/history").json()["items"][0] == {
+        **client.get(path + "/history").json()["items"][0],
+        "version": 4,
+        "value": "Name: Taro",
+    }
     assert client.put(path, json={"restore_version": 99}).status_code == 404
     assert client.put(path, json={"value": "x", "restore_version": 2}).status_code == 422
     assert client.put(path, json={}).status_code == 422

@@ -33,8 +33,9 @@ def assert_calls_and_results_stay_together(messages: list[dict[str, Any]]) -> No
             pending = {c["id"] for c in message.get("tool_calls") or []}
 
 
-
-def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_searchable(small_context: TestClient, llm: ScriptedLLM) -> None:
+def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_searchable(
+    small_context: TestClient, llm: ScriptedLLM
+) -> None:
     client = small_context
     agent = client.post("/v1/agents", json={"name": "diarist"}).json()
     llm.reset(fallback=answer)
@@ -57,7 +58,9 @@ def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_search
             assert_calls_and_results_stay_together(request["messages"][1:])
             assert request["messages"][1]["role"] == "user"
 
-    llm.reset(tools(call("conversation_search", query="locker code")), fallback=lambda r: tools(call("send_message", text="PLUM-4471")))
+    llm.reset(
+        tools(call("conversation_search", query="locker code")), fallback=lambda r: tools(call("send_message", text="PLUM-4471"))
+    )
     turn = chat(client, agent, "What was my locker code?")
     [found, _] = tool_results(turn)
     assert found["ok"] and "PLUM-4471" in found["result"]
@@ -71,12 +74,17 @@ def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_search
 
 def test_archival_answer_reaches_the_prompt_without_a_search_call(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     base = f"/v1/agents/{agent['id']}/archival"
-    client.post(f"{base}/batch", json={"items": [
-        {"content": "The user's dentist appointment is on March 3rd at 10am"},
-        {"content": "The user prefers aisle seats on long flights"},
-        {"content": "The user's cat is named Mochi"},
-        {"content": "ユーザーの好きな食べ物はラーメンです"},
-    ]})
+    client.post(
+        f"{base}/batch",
+        json={
+            "items": [
+                {"content": "The user's dentist appointment is on March 3rd at 10am"},
+                {"content": "The user prefers aisle seats on long flights"},
+                {"content": "The user's cat is named Mochi"},
+                {"content": "ユーザーの好きな食べ物はラーメンです"},
+            ]
+        },
+    )
 
     llm.reset(reply_with_recalled_memories, reply_with_recalled_memories, reply_with_recalled_memories)
     cat = chat(client, agent, "What is my cat called again?")["reply"]

@@ -45,7 +45,10 @@ def test_questions_in_other_words_or_languages_find_their_fact(client: TestClien
 
 def test_the_agent_finds_japanese_memories_with_archival_memory_search(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     store_facts(client, agent)
-    llm.reset(tools(call("archival_memory_search", query="パートナーの職業は？")), tools(call("send_message", text="看護師さんですね。")))
+    llm.reset(
+        tools(call("archival_memory_search", query="パートナーの職業は？")),
+        tools(call("send_message", text="看護師さんですね。")),
+    )
     turn = chat(client, agent, "うちの人の仕事、覚えてる？")
     [found, _] = tool_results(turn)
     assert found["ok"] and FACTS["husband_nurse"] in found["result"]
@@ -54,8 +57,9 @@ def test_the_agent_finds_japanese_memories_with_archival_memory_search(client: T
 JAPANESE_FILLER = "今日は駅前の喫茶店で本を読み、帰りに商店街で買い物をして、夕方は洗濯物を片付けました。" * 12
 
 
-
-def test_the_agent_finds_an_evicted_japanese_message_with_conversation_search(small_context: TestClient, llm: ScriptedLLM) -> None:
+def test_the_agent_finds_an_evicted_japanese_message_with_conversation_search(
+    small_context: TestClient, llm: ScriptedLLM
+) -> None:
     client = small_context
     agent = client.post("/v1/agents", json={"name": "日記"}).json()
 
@@ -75,7 +79,9 @@ def test_the_agent_finds_an_evicted_japanese_message_with_conversation_search(sm
     assert found["ok"] and "4471" in found["result"]
 
 
-def test_automatic_recollection_brings_japanese_memories_into_the_prompt(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+def test_automatic_recollection_brings_japanese_memories_into_the_prompt(
+    client: TestClient, agent: dict, llm: ScriptedLLM
+) -> None:
     store_facts(client, agent)
 
     llm.reset(fallback=reply_with_recalled_memories)

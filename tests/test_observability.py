@@ -26,10 +26,16 @@ def test_metrics_count_turns_tools_and_llm_calls(client: TestClient, agent: dict
     after = client.get("/metrics")
     assert after.status_code == 200 and after.headers["content-type"].startswith("text/plain")
     text = after.text
-    assert metric(text, "engram_turns_total", stop_reason="end_turn") == metric(before, "engram_turns_total", stop_reason="end_turn") + 1
+    assert (
+        metric(text, "engram_turns_total", stop_reason="end_turn")
+        == metric(before, "engram_turns_total", stop_reason="end_turn") + 1
+    )
     assert metric(text, "engram_tool_calls_total", tool="unknown", ok="false") >= 1
     assert metric(text, "engram_tool_calls_total", tool="archival_memory_search", ok="true") >= 1
-    assert metric(text, "engram_llm_request_seconds_count", outcome="ok") >= metric(before, "engram_llm_request_seconds_count", outcome="ok") + 3
+    assert (
+        metric(text, "engram_llm_request_seconds_count", outcome="ok")
+        >= metric(before, "engram_llm_request_seconds_count", outcome="ok") + 3
+    )
     assert metric(text, "engram_search_seconds_count", memory="archival_passages") >= 1
     assert metric(text, "engram_turn_lock_wait_seconds_count", outcome="acquired") >= 1
     assert metric(text, "engram_http_requests_total", method="POST", route="/v1/agents/{agent_id}/chat", status="200") >= 1
@@ -48,7 +54,8 @@ def test_request_bodies_are_capped(client: TestClient, agent: dict) -> None:
     assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
     assert response.headers["x-request-id"]
     chunked = client.post(
-        f"/v1/agents/{agent['id']}/archival", content=(b"x" * 100_000 for _ in range(12)),
+        f"/v1/agents/{agent['id']}/archival",
+        content=(b"x" * 100_000 for _ in range(12)),
         headers={"content-type": "application/json"},
     )
     assert chunked.status_code == 413 and chunked.json()["error"] == "payload_too_large"

@@ -39,19 +39,37 @@ def legacy_database(server: object, passages: Sequence[str] = PASSAGES, messages
     async def fill() -> None:
         engine = db.create_engine(url)
         async with engine.begin() as conn:
-            await conn.execute(text("INSERT INTO agents (id, tenant_id, name) VALUES (:id, :tenant, 'from 2025')"),
-                               {"id": agent_id, "tenant": DEFAULT_TENANT_ID})
+            await conn.execute(
+                text("INSERT INTO agents (id, tenant_id, name) VALUES (:id, :tenant, 'from 2025')"),
+                {"id": agent_id, "tenant": DEFAULT_TENANT_ID},
+            )
             for content in passages:
                 await conn.execute(
-                    text("INSERT INTO archival_passages (id, agent_id, content, embedding, embedding_model, search_text) "
-                         "VALUES (:id, :agent, :content, CAST(:v AS vector), 'all-MiniLM-L6-v2', :st)"),
-                    {"id": uuid.uuid4(), "agent": agent_id, "content": content, "v": vector(), "st": lexical.search_text(content)},
+                    text(
+                        "INSERT INTO archival_passages (id, agent_id, content, embedding, embedding_model, search_text) "
+                        "VALUES (:id, :agent, :content, CAST(:v AS vector), 'all-MiniLM-L6-v2', :st)"
+                    ),
+                    {
+                        "id": uuid.uuid4(),
+                        "agent": agent_id,
+                        "content": content,
+                        "v": vector(),
+                        "st": lexical.search_text(content),
+                    },
                 )
             for content in messages:
                 await conn.execute(
-                    text("INSERT INTO messages (id, agent_id, role, content, embedding, search_text) "
-                         "VALUES (:id, :agent, 'user', :content, CAST(:v AS vector), :st)"),
-                    {"id": uuid.uuid4(), "agent": agent_id, "content": content, "v": vector(), "st": lexical.search_text(content)},
+                    text(
+                        "INSERT INTO messages (id, agent_id, role, content, embedding, search_text) "
+                        "VALUES (:id, :agent, 'user', :content, CAST(:v AS vector), :st)"
+                    ),
+                    {
+                        "id": uuid.uuid4(),
+                        "agent": agent_id,
+                        "content": content,
+                        "v": vector(),
+                        "st": lexical.search_text(content),
+                    },
                 )
         await engine.dispose()
 
@@ -61,11 +79,17 @@ def legacy_database(server: object, passages: Sequence[str] = PASSAGES, messages
 
 def rows(url: str) -> dict[str, list[tuple[str, str | None]]]:
     """(content, embedding model) of every passage and message."""
+
     async def read() -> dict[str, list[tuple[str, str | None]]]:
         engine = db.create_engine(url)
         async with engine.connect() as conn:
-            out = {t: [tuple(r) for r in (await conn.execute(text(f"SELECT content, embedding_model FROM {t} ORDER BY content"))).all()]
-                   for t in ("archival_passages", "messages")}
+            out = {
+                t: [
+                    tuple(r)
+                    for r in (await conn.execute(text(f"SELECT content, embedding_model FROM {t} ORDER BY content"))).all()
+                ]
+                for t in ("archival_passages", "messages")
+            }
         await engine.dispose()
         return out
 
@@ -74,26 +98,39 @@ def rows(url: str) -> dict[str, list[tuple[str, str | None]]]:
 
 def test_a_minilm_database_is_refused_then_converted_by_engram_reembed(postgres_server: object, embedder: Embedder) -> None:
     url, agent_id = legacy_database(postgres_server)
-    with pytest.raises(EmbeddingSpaceMismatch, match=r"made by all-MiniLM-L6-v2 \(384 dims\).*multilingual-e5-small-q4.*`engram reembed`"):
+    with pytest.raises(
+        EmbeddingSpaceMismatch, match=r"made by all-MiniLM-L6-v2 \(384 dims\).*multilingual-e5-small-q4.*`engram reembed`"
+    ):
         with checked_client(create_app(Settings(database_url=url), embedder=embedder)):
             pass
 
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "reembed"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin", "COLUMNS": "120"},
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "app.cli", "reembed"],
+        env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin", "COLUMNS": "120"},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "re-embedded 3 passages and 2 messages with multilingual-e5-small-q4" in result.stdout
     assert "re-embedding with multilingual-e5-small-q4" in result.stdout and "5/5" in result.stdout  # the progress bar
     after = rows(url)
-    assert [c for c, _ in after["archival_passages"]] == sorted(PASSAGES) and {m for _, m in after["archival_passages"]} == {"multilingual-e5-small-q4"}
-    assert [c for c, _ in after["messages"]] == sorted(MESSAGES) and {m for _, m in after["messages"]} == {"multilingual-e5-small-q4"}
+    assert [c for c, _ in after["archival_passages"]] == sorted(PASSAGES) and {m for _, m in after["archival_passages"]} == {
+        "multilingual-e5-small-q4"
+    }
+    assert [c for c, _ in after["messages"]] == sorted(MESSAGES) and {m for _, m in after["messages"]} == {
+        "multilingual-e5-small-q4"
+    }
 
     with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         # Vector-only search: no word shared, so only the new vectors can find it.
-        hits = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "パートナーの職業は？", "mode": "vector", "k": 1}).json()["items"]
+        hits = client.get(
+            f"/v1/agents/{agent_id}/archival", params={"query": "パートナーの職業は？", "mode": "vector", "k": 1}
+        ).json()["items"]
         assert hits[0]["content"] == PASSAGES[1]
-        recalled = client.get(f"/v1/agents/{agent_id}/messages", params={"query": "What do I do on weekends?", "include_context": "true"})
+        recalled = client.get(
+            f"/v1/agents/{agent_id}/messages", params={"query": "What do I do on weekends?", "include_context": "true"}
+        )
         assert recalled.json()["items"][0]["content"] == MESSAGES[1]
 
 
@@ -140,5 +177,7 @@ def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: objec
     done = rows(url)
     assert {m for _, m in done["archival_passages"] + done["messages"]} == {embedder.model}
     with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
-        hits = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "how many tulips in note 5", "k": 1}).json()["items"]
+        hits = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "how many tulips in note 5", "k": 1}).json()[
+            "items"
+        ]
         assert hits[0]["content"] == passages[5]

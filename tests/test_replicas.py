@@ -48,8 +48,12 @@ def query(url: str, sql: str, **params: Any) -> list[Any]:
 def replicas(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[str, list[str]]]:
     url = create_database(postgres_server, f"engram_replicas_{uuid.uuid4().hex[:8]}")
     env = {
-        "DATABASE_URL": url, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t", "ENGRAM_LLM_MODEL": "scripted",
-        "ENGRAM_TURN_LOCK_TIMEOUT_SECONDS": "300", "ENGRAM_LLM_MAX_RETRIES": "0",
+        "DATABASE_URL": url,
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_LLM_MODEL": "scripted",
+        "ENGRAM_TURN_LOCK_TIMEOUT_SECONDS": "300",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
     }
     started = [start_service(env) for _ in range(2)]
     try:
@@ -59,7 +63,9 @@ def replicas(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[str, l
             stop_service(process)
 
 
-def test_concurrent_chats_through_two_processes_are_serialised_and_lose_nothing(replicas: tuple[str, list[str]], llm: ScriptedLLM) -> None:
+def test_concurrent_chats_through_two_processes_are_serialised_and_lose_nothing(
+    replicas: tuple[str, list[str]], llm: ScriptedLLM
+) -> None:
     url, bases = replicas
     llm.reset(fallback=remember_then_reply)
     agent = httpx.post(f"{bases[0]}/v1/agents", json={"name": "shared", "blocks": [{"label": "human", "limit": 5000}]}).json()
@@ -91,7 +97,7 @@ def test_concurrent_chats_through_two_processes_are_serialised_and_lose_nothing(
     assert sorted(lines) == sorted(f"- fact {i}" for i in range(CHATS))  # no lost update
     turns = query(url, "SELECT created_at, finished_at FROM turns WHERE agent_id = :a ORDER BY created_at", a=agent["id"])
     assert len(turns) == CHATS
-    for earlier, later in zip(turns, turns[1:]):
+    for earlier, later in zip(turns, turns[1:], strict=False):
         assert earlier.finished_at <= later.created_at, "two turns of one agent overlapped"
     completed = {e["turn_id"] for e in watched if e["type"] == "turn_completed"}
     assert completed == {r.json()["turn_id"] for r in responses}
@@ -104,8 +110,10 @@ def test_one_idempotency_key_sent_five_times_at_once_runs_one_turn(replicas: tup
 
     def send(i: int) -> httpx.Response:
         return httpx.post(
-            f"{bases[i % 2]}/v1/agents/{agent['id']}/chat", json={"message": "pay the invoice"},
-            headers={"Idempotency-Key": "invoice-7"}, timeout=60,
+            f"{bases[i % 2]}/v1/agents/{agent['id']}/chat",
+            json={"message": "pay the invoice"},
+            headers={"Idempotency-Key": "invoice-7"},
+            timeout=60,
         )
 
     with ThreadPoolExecutor(5) as pool:
@@ -116,9 +124,17 @@ def test_one_idempotency_key_sent_five_times_at_once_runs_one_turn(replicas: tup
     assert query(url, "SELECT count(*) AS n FROM messages WHERE agent_id = :a AND role = 'user'", a=agent["id"])[0].n == 1
 
 
-def test_a_process_killed_mid_turn_leaves_an_interrupted_turn_and_a_usable_agent(postgres_server: object, llm: ScriptedLLM) -> None:
+def test_a_process_killed_mid_turn_leaves_an_interrupted_turn_and_a_usable_agent(
+    postgres_server: object, llm: ScriptedLLM
+) -> None:
     url = create_database(postgres_server, f"engram_kill_{uuid.uuid4().hex[:8]}")
-    env = {"DATABASE_URL": url, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t", "ENGRAM_LLM_MODEL": "scripted", "ENGRAM_LLM_MAX_RETRIES": "0"}
+    env = {
+        "DATABASE_URL": url,
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_LLM_MODEL": "scripted",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
+    }
     in_llm = threading.Event()
     release = threading.Event()
 

@@ -22,18 +22,48 @@ def schemathesis(tmp_path: Path, base: str, key: str, extra_config: str, *select
     config = tmp_path / f"schemathesis-{uuid.uuid4().hex[:6]}.toml"
     config.write_text(f'headers = {{ Authorization = "Bearer {key}" }}\n{extra_config}')
     command = [
-        shutil.which("schemathesis") or "schemathesis", "--config-file", str(config), "run", str(SPEC), "--url", base,
-        "--checks", CHECKS, "--phases", "examples,coverage,fuzzing", "--max-examples", "15", "--max-time", "30",
-        "--seed", "1", "--no-shrink", "--generation-database", "none", *selection,
+        shutil.which("schemathesis") or "schemathesis",
+        "--config-file",
+        str(config),
+        "run",
+        str(SPEC),
+        "--url",
+        base,
+        "--checks",
+        CHECKS,
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        "15",
+        "--max-time",
+        "30",
+        "--seed",
+        "1",
+        "--no-shrink",
+        "--generation-database",
+        "none",
+        *selection,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("schemathesis") is None, reason="schemathesis is not installed (pip install -e '.[dev]')")
-def test_schemathesis_finds_no_server_error_and_no_schema_violation(postgres_server: object, llm: ScriptedLLM, tmp_path: Path) -> None:
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(
+    postgres_server: object, llm: ScriptedLLM, tmp_path: Path
+) -> None:
     url = create_database(postgres_server, f"engram_fuzz_{uuid.uuid4().hex[:8]}")
-    llm.reset(fallback=lambda request: tools(call("send_message", text="ok")) if request.get("tools") else {"role": "assistant", "content": "summary"})
-    env = {"DATABASE_URL": url, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t", "ENGRAM_LLM_MODEL": "scripted", "ENGRAM_ADMIN_KEY": ADMIN_KEY}
+    llm.reset(
+        fallback=lambda request: (
+            tools(call("send_message", text="ok")) if request.get("tools") else {"role": "assistant", "content": "summary"}
+        )
+    )
+    env = {
+        "DATABASE_URL": url,
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_LLM_MODEL": "scripted",
+        "ENGRAM_ADMIN_KEY": ADMIN_KEY,
+    }
     with running_service(env) as base:
         admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
         tenant = httpx.post(f"{base}/v1/admin/tenants", json={"name": "fuzz"}, headers=admin).json()

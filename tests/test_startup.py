@@ -26,8 +26,11 @@ from tests.scripted_llm import ScriptedLLM, call, tools
 def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
     url = create_database(postgres_server, f"engram_migrate_{uuid.uuid4().hex[:8]}")
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "migrate"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "app.cli", "migrate"],
+        env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "up to date" in result.stdout
@@ -46,9 +49,12 @@ def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
 def test_another_embedding_model_is_a_clear_startup_error(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
     with checked_client(create_app(settings, embedder=embedder)):  # the shared database: e5 vectors
         pass
-    remote = settings.model_copy(update={"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": 8,
-                                         "migrate_on_start": False})
-    with pytest.raises(EmbeddingSpaceMismatch, match=r"made by multilingual-e5-small-q4 \(384 dims\).*hashed \(8 dims\).*engram reembed"):
+    remote = settings.model_copy(
+        update={"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": 8, "migrate_on_start": False}
+    )
+    with pytest.raises(
+        EmbeddingSpaceMismatch, match=r"made by multilingual-e5-small-q4 \(384 dims\).*hashed \(8 dims\).*engram reembed"
+    ):
         with checked_client(create_app(remote)):
             pass
 
@@ -66,7 +72,11 @@ def test_turns_left_running_by_a_dead_process_are_interrupted(client: TestClient
             )
             await conn.execute(
                 text("INSERT INTO turn_events (turn_id, seq, agent_id, payload) VALUES (:t, 0, :a, CAST(:p AS jsonb))"),
-                {"t": turn_id, "a": agent["id"], "p": f'{{"type": "turn_started", "agent_id": "{agent["id"]}", "turn_id": "{turn_id}", "seq": 0, "message": "hello"}}'},
+                {
+                    "t": turn_id,
+                    "a": agent["id"],
+                    "p": f'{{"type": "turn_started", "agent_id": "{agent["id"]}", "turn_id": "{turn_id}", "seq": 0, "message": "hello"}}',
+                },
             )
         await engine.dispose()
 
@@ -105,8 +115,11 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
     url = create_database(postgres_server, f"engram_keys_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", "acme"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "app.cli", "keys", "create", "--tenant", "acme"],
+        env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     key = result.stdout.rsplit(": ", 1)[1].strip()
@@ -120,15 +133,34 @@ def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object
     db.run_migrations(url, 384)
     with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "movable"}).json()
-        client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": "green tea every morning"}, {"content": "the cat is called Mochi"}]})
-    remote = {"ENGRAM_EMBEDDING_PROVIDER": "openai", "ENGRAM_EMBEDDING_MODEL": "hashed", "ENGRAM_EMBEDDING_DIM": "8", "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t"}
+        client.post(
+            f"/v1/agents/{agent['id']}/archival/batch",
+            json={"items": [{"content": "green tea every morning"}, {"content": "the cat is called Mochi"}]},
+        )
+    remote = {
+        "ENGRAM_EMBEDDING_PROVIDER": "openai",
+        "ENGRAM_EMBEDDING_MODEL": "hashed",
+        "ENGRAM_EMBEDDING_DIM": "8",
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "t",
+    }
     result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "reembed"], env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin", **remote},
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "app.cli", "reembed"],
+        env={"DATABASE_URL": url, "PATH": "/usr/bin:/bin", **remote},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "re-embedded 2 passages" in result.stdout
-    moved = Settings(database_url=url, embedding_provider="openai", embedding_model="hashed", embedding_dim=8, openai_base_url=llm.url, openai_api_key="t")
+    moved = Settings(
+        database_url=url,
+        embedding_provider="openai",
+        embedding_model="hashed",
+        embedding_dim=8,
+        openai_base_url=llm.url,
+        openai_api_key="t",
+    )
     with checked_client(create_app(moved)) as client:  # starts: the database now stores 8 dimensions
         hits = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "what is the cat called"}).json()["items"]
         assert hits[0]["content"] == "the cat is called Mochi"

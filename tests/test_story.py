@@ -66,7 +66,14 @@ def test_websocket_streams_events_in_order(client: TestClient, agent: dict, llm:
         while not events or events[-1]["type"] != "turn_completed":
             events.append(ws.receive_json())
         assert [e["type"] for e in events] == [
-            "turn_started", "reasoning", "tool_call", "tool_result", "tool_call", "tool_result", "message", "turn_completed",
+            "turn_started",
+            "reasoning",
+            "tool_call",
+            "tool_result",
+            "tool_call",
+            "tool_result",
+            "message",
+            "turn_completed",
         ]
         assert [e["seq"] for e in events] == list(range(len(events)))
         replay = client.get(f"/v1/agents/{agent['id']}/turns/{events[0]['turn_id']}").json()

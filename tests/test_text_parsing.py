@@ -9,7 +9,9 @@ def parse(text: str) -> list[tuple[str, dict]]:
 
 def test_call_syntax_with_positional_and_keyword_arguments() -> None:
     assert parse('send_message("こんにちは")') == [("send_message", {"text": "こんにちは"})]
-    assert parse("core_memory_update('human', '名前: 太郎')") == [("core_memory_update", {"label": "human", "content": "名前: 太郎"})]
+    assert parse("core_memory_update('human', '名前: 太郎')") == [
+        ("core_memory_update", {"label": "human", "content": "名前: 太郎"})
+    ]
     assert parse('send_message({"text": "hi"})') == [("send_message", {"text": "hi"})]
     assert parse('archival_memory_search(query="ramen", k=3)') == [("archival_memory_search", {"query": "ramen", "k": 3})]
 
@@ -19,7 +21,8 @@ def test_json_forms_and_several_calls() -> None:
     assert parse('{"tool": "send_message", "args": "{\\"text\\": \\"b\\"}"}') == [("send_message", {"text": "b"})]
     assert parse('[{"function": {"name": "send_message", "arguments": {"text": "c"}}}]') == [("send_message", {"text": "c"})]
     assert parse('core_memory_append(label="human", content="x")\nsend_message("ok")') == [
-        ("core_memory_append", {"label": "human", "content": "x"}), ("send_message", {"text": "ok"}),
+        ("core_memory_append", {"label": "human", "content": "x"}),
+        ("send_message", {"text": "ok"}),
     ]
 
 

@@ -55,12 +55,16 @@ def _retokenise(table: str, text_sql: str) -> None:
     last = None
     while True:
         rows = bind.execute(
-            sa.text(f"SELECT id, {text_sql} AS body FROM {table} WHERE (CAST(:last AS uuid) IS NULL OR id > :last) ORDER BY id LIMIT {BATCH}"),
+            sa.text(
+                f"SELECT id, {text_sql} AS body FROM {table} WHERE (CAST(:last AS uuid) IS NULL OR id > :last) ORDER BY id LIMIT {BATCH}"
+            ),
             {"last": last},
         ).all()
         if not rows:
             return
-        bind.execute(sa.text(f"UPDATE {table} SET search_text = :s WHERE id = :id"), [{"id": r.id, "s": search_text(r.body)} for r in rows])
+        bind.execute(
+            sa.text(f"UPDATE {table} SET search_text = :s WHERE id = :id"), [{"id": r.id, "s": search_text(r.body)} for r in rows]
+        )
         last = rows[-1].id
 
 

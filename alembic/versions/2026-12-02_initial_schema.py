@@ -100,8 +100,11 @@ def upgrade() -> None:
     op.create_index("ix_archival_passages_tsv", "archival_passages", ["tsv"], postgresql_using="gin")
     op.create_index("ix_archival_passages_tags", "archival_passages", ["tags"], postgresql_using="gin")
     op.create_index(
-        "ix_archival_passages_embedding", "archival_passages", ["embedding"],
-        postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"},
+        "ix_archival_passages_embedding",
+        "archival_passages",
+        ["embedding"],
+        postgresql_using="hnsw",
+        postgresql_ops={"embedding": "vector_cosine_ops"},
     )
 
     op.create_table(
@@ -151,8 +154,11 @@ def upgrade() -> None:
     op.create_index("ix_messages_created_at", "messages", ["created_at"])
     op.create_index("ix_messages_tsv", "messages", ["tsv"], postgresql_using="gin")
     op.create_index(
-        "ix_messages_embedding", "messages", ["embedding"],
-        postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"},
+        "ix_messages_embedding",
+        "messages",
+        ["embedding"],
+        postgresql_using="hnsw",
+        postgresql_ops={"embedding": "vector_cosine_ops"},
     )
 
 

@@ -41,7 +41,13 @@ def upgrade() -> None:
     op.create_index("ix_api_keys_tenant_id", "api_keys", ["tenant_id"])
     op.add_column(
         "agents",
-        sa.Column("tenant_id", UUID(as_uuid=True), sa.ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, server_default=DEFAULT_TENANT),
+        sa.Column(
+            "tenant_id",
+            UUID(as_uuid=True),
+            sa.ForeignKey("tenants.id", ondelete="CASCADE"),
+            nullable=False,
+            server_default=DEFAULT_TENANT,
+        ),
     )
     op.alter_column("agents", "tenant_id", server_default=None)
     op.create_index("ix_agents_tenant_created", "agents", ["tenant_id", "created_at", "id"])

@@ -12,7 +12,9 @@ class Agent(SQLModel, table=True):
     __tablename__ = "agents"
 
     id: uuid.UUID = id_field()
-    tenant_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
+    tenant_id: uuid.UUID = Field(
+        sa_column=Column(UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
     name: str = Field(sa_column=Column(Text, nullable=False))
     system: str | None = Field(default=None, sa_column=Column(Text))
     model: str | None = Field(default=None, sa_column=Column(Text))

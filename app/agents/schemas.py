@@ -15,14 +15,18 @@ DEFAULT_PERSONA = (
 def default_blocks() -> list[BlockCreate]:
     return [
         BlockCreate(label="persona", value=DEFAULT_PERSONA, description="Who you are: your persona and how you behave."),
-        BlockCreate(label="human", value="", description="Key facts about the person you talk with: name, preferences, situation."),
+        BlockCreate(
+            label="human", value="", description="Key facts about the person you talk with: name, preferences, situation."
+        ),
     ]
 
 
 class AgentCreate(RequestBody):
     name: str = Field(min_length=1, max_length=200)
     system: str | None = Field(default=None, max_length=20_000, description="extra instructions added to the system prompt")
-    blocks: list[BlockCreate] | None = Field(default=None, max_length=MAX_BLOCKS, description="core memory blocks; default persona + human")
+    blocks: list[BlockCreate] | None = Field(
+        default=None, max_length=MAX_BLOCKS, description="core memory blocks; default persona + human"
+    )
     model: str | None = Field(default=None, max_length=200, description="chat model; default ENGRAM_LLM_MODEL")
 
     @field_validator("blocks")

@@ -16,15 +16,25 @@ from app.pagination import Page, decode_time_cursor, encode_cursor
 
 def block_read(block: MemoryBlock) -> BlockRead:
     return BlockRead(
-        label=block.label, value=block.value, limit=block.char_limit, description=block.description,
-        read_only=block.read_only, version=block.version, updated_at=block.updated_at,
+        label=block.label,
+        value=block.value,
+        limit=block.char_limit,
+        description=block.description,
+        read_only=block.read_only,
+        version=block.version,
+        updated_at=block.updated_at,
     )
 
 
 def agent_read(agent: Agent, blocks: Sequence[MemoryBlock]) -> AgentRead:
     return AgentRead(
-        id=agent.id, name=agent.name, system=agent.system, model=agent.model,
-        created_at=agent.created_at, updated_at=agent.updated_at, blocks=[block_read(b) for b in blocks],
+        id=agent.id,
+        name=agent.name,
+        system=agent.system,
+        model=agent.model,
+        created_at=agent.created_at,
+        updated_at=agent.updated_at,
+        blocks=[block_read(b) for b in blocks],
     )
 
 
@@ -60,4 +70,3 @@ class AgentService:
         next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
         blocks = await self.core.blocks.of_agents([a.id for a in page])
         return Page[AgentRead](items=[agent_read(a, blocks[a.id]) for a in page], next_cursor=next_cursor)
-

@@ -23,7 +23,9 @@ class ApiKey(SQLModel, table=True):
     __tablename__ = "api_keys"
 
     id: uuid.UUID = id_field()
-    tenant_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True))
+    tenant_id: uuid.UUID = Field(
+        sa_column=Column(UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
     name: str = Field(sa_column=Column(Text, nullable=False))
     prefix: str = Field(sa_column=Column(Text, nullable=False))  # shown in listings to tell keys apart
     key_hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))

@@ -16,8 +16,12 @@ router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES
 
 def key_read(record: ApiKey) -> KeyRead:
     return KeyRead(
-        id=record.id, tenant_id=record.tenant_id, name=record.name, prefix=record.prefix,
-        created_at=record.created_at, revoked_at=record.revoked_at,
+        id=record.id,
+        tenant_id=record.tenant_id,
+        name=record.name,
+        prefix=record.prefix,
+        created_at=record.created_at,
+        revoked_at=record.revoked_at,
     )
 
 

@@ -74,7 +74,9 @@ async def _advisory_lock(
     key = lock_key(agent_id)
     async with engine.connect() as conn:
         try:
-            await conn.execute(text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{max(int(wait_seconds * 1000), 1)}ms"})
+            await conn.execute(
+                text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{max(int(wait_seconds * 1000), 1)}ms"}
+            )
             await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
             await conn.commit()
             LOCK_WAIT_SECONDS.labels("acquired").observe(time.perf_counter() - started)

@@ -49,8 +49,12 @@ async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionm
                         continue
                     events = await turns.events(turn.id)
                     completed = TurnCompleted(
-                        agent_id=turn.agent_id, turn_id=turn.id, seq=(events[-1].seq + 1) if events else 0,
-                        stop_reason="interrupted", reply=current.reply or "", usage=Usage.model_validate(current.usage or {}),
+                        agent_id=turn.agent_id,
+                        turn_id=turn.id,
+                        seq=(events[-1].seq + 1) if events else 0,
+                        stop_reason="interrupted",
+                        reply=current.reply or "",
+                        usage=Usage.model_validate(current.usage or {}),
                     )
                     await turns.add_events(turn.id, turn.agent_id, [completed.model_dump(mode="json")])
                     await announce(session, uuid.uuid4(), turn.id, turn.agent_id, [completed.seq])  # every replica relays it

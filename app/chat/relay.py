@@ -23,7 +23,9 @@ RECONNECT_SECONDS = 2.0
 
 async def announce(session: AsyncSession, origin: uuid.UUID, turn_id: uuid.UUID, agent_id: uuid.UUID, seqs: list[int]) -> None:
     """Queue a notification for the events just written; PostgreSQL sends it only if the transaction commits."""
-    payload = json.dumps({"origin": str(origin), "turn_id": str(turn_id), "agent_id": str(agent_id), "from": min(seqs), "to": max(seqs)})
+    payload = json.dumps(
+        {"origin": str(origin), "turn_id": str(turn_id), "agent_id": str(agent_id), "from": min(seqs), "to": max(seqs)}
+    )
     await session.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload})
 
 
@@ -54,7 +56,7 @@ class EventRelay:
                 async with self.engine.connect() as conn:
                     raw: Any = (await conn.get_raw_connection()).driver_connection
                     closed = asyncio.get_running_loop().create_future()
-                    raw.add_termination_listener(lambda _: closed.done() or closed.set_result(None))
+                    raw.add_termination_listener(lambda _, closed=closed: closed.done() or closed.set_result(None))
                     await raw.add_listener(CHANNEL, self._on_notify)
                     log.info("listening for events of other replicas")
                     await closed  # until the connection is lost

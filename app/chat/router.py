@@ -71,8 +71,12 @@ AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
 
 def chat_response(result: TurnResult) -> ChatResponse:
     return ChatResponse(
-        turn_id=result.turn_id, status=result.status, reply=result.reply,  # type: ignore[arg-type]
-        stop_reason=result.stop_reason, events=result.events, usage=result.usage,
+        turn_id=result.turn_id,
+        status=result.status,
+        reply=result.reply,  # type: ignore[arg-type]
+        stop_reason=result.stop_reason,
+        events=result.events,
+        usage=result.usage,
     )
 
 
@@ -86,7 +90,7 @@ def _sse(event: Event) -> str:
     responses={
         200: {
             "description": "The finished turn: the reply, every event in order, token usage. With `Accept: "
-                           "text/event-stream`, the same events as server-sent events (`event: <type>`, `data: <json>`)",
+            "text/event-stream`, the same events as server-sent events (`event: <type>`, `data: <json>`)",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         202: {"model": ChatResponse, "description": "Idempotency-Key of a turn that is still running: its state so far"},
@@ -135,7 +139,9 @@ async def _stream_turn(
             if event.type == "turn_completed":
                 return
             event = await _next_event(queue, task)
-        yield _sse(ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code="turn_failed", detail="the turn stopped without completing"))
+        yield _sse(
+            ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code="turn_failed", detail="the turn stopped without completing")
+        )
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -167,11 +173,14 @@ async def get_context(agent: AgentDep, session: SessionDep, settings: SettingsDe
     view = await load_context(session, agent, settings, now=utcnow())
     window = view.tokens.window
     return ContextRead(
-        system_prompt=view.system, summary=agent.summary, messages=[message_read(m) for m in view.messages],
+        system_prompt=view.system,
+        summary=agent.summary,
+        messages=[message_read(m) for m in view.messages],
         messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
         tokens=ContextTokensRead(
             **asdict(view.tokens),
-            warn_at=int(settings.context_warn_fraction * window), evict_at=int(settings.context_evict_fraction * window),
+            warn_at=int(settings.context_warn_fraction * window),
+            evict_at=int(settings.context_evict_fraction * window),
         ),
     )
 
@@ -203,7 +212,9 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
                 try:
                     command = WsChat.model_validate(json.loads(raw))
                 except (ValueError, ValidationError) as exc:
-                    await _send_error(websocket, agent_id, "invalid_request", f"expected {{\"type\": \"chat\", \"message\": ...}}: {exc}")
+                    await _send_error(
+                        websocket, agent_id, "invalid_request", f'expected {{"type": "chat", "message": ...}}: {exc}'
+                    )
                     continue
                 task = tasks.spawn(runner.run(agent_id, command.message, idempotency_key=command.idempotency_key))
                 task.add_done_callback(lambda t: _report_refusal(t, websocket, agent_id))

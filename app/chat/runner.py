@@ -121,7 +121,7 @@ class _TurnState:
             if saving:
                 await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
                 await announce(session, self.origin, self.turn_id, self.agent_id, [e.seq for e in saving])
-        self.unsaved = self.unsaved[len(saving):]
+        self.unsaved = self.unsaved[len(saving) :]
         for event in saving:
             self.hub.publish(event)
             if self.listener:
@@ -134,8 +134,12 @@ class _TurnState:
 
 def result_of(turn: Turn, events: list[Event]) -> TurnResult:
     return TurnResult(
-        turn_id=turn.id, status=turn.status, stop_reason=turn.stop_reason,  # type: ignore[arg-type]
-        reply=turn.reply or "", events=events, usage=Usage.model_validate(turn.usage or {}),
+        turn_id=turn.id,
+        status=turn.status,
+        stop_reason=turn.stop_reason,  # type: ignore[arg-type]
+        reply=turn.reply or "",
+        events=events,
+        usage=Usage.model_validate(turn.usage or {}),
     )
 
 
@@ -186,7 +190,9 @@ class TurnRunner:
                 raise
             except Exception as exc:
                 log.exception("turn %s failed", state.turn_id)
-                state.emit(ErrorEvent, code="internal_error", detail=f"the turn stopped on an internal error: {type(exc).__name__}")
+                state.emit(
+                    ErrorEvent, code="internal_error", detail=f"the turn stopped on an internal error: {type(exc).__name__}"
+                )
                 await asyncio.shield(self._finish(state, "interrupted"))
                 raise ServiceUnavailable("the turn was interrupted by an internal error; your message is saved") from exc
             return await self._finish(state, stop)
@@ -215,7 +221,11 @@ class TurnRunner:
         self, agent_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None, listener: Listener | None
     ) -> _TurnState:
         state = _TurnState(
-            agent_id=agent_id, turn_id=uuid.uuid4(), hub=self.hub, origin=self.origin, listener=listener,
+            agent_id=agent_id,
+            turn_id=uuid.uuid4(),
+            hub=self.hub,
+            origin=self.origin,
+            listener=listener,
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
         async with state.committing(self.sessions) as session:
@@ -223,9 +233,15 @@ class TurnRunner:
                 raise NotFound(f"no agent {agent_id}")
             turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
             user = await MessageRepository(session).add(
-                Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text,
-                        embedding=embedding, embedding_model=self.embedder.model if embedding else None,
-                        search_text=lexical.search_text(text))
+                Message(
+                    agent_id=agent_id,
+                    turn_id=turn.id,
+                    role="user",
+                    content=text,
+                    embedding=embedding,
+                    embedding_model=self.embedder.model if embedding else None,
+                    search_text=lexical.search_text(text),
+                )
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text)
@@ -272,7 +288,12 @@ class TurnRunner:
             if agent is None:
                 return None
             found = await recollect(
-                session, agent.id, message, embedding, embedder=self.embedder, k=self.settings.auto_retrieval_k,
+                session,
+                agent.id,
+                message,
+                embedding,
+                embedder=self.embedder,
+                k=self.settings.auto_retrieval_k,
                 context_start_seq=agent.context_start_seq,
             )
         return render_recollections(found)
@@ -322,7 +343,10 @@ class TurnRunner:
         parsed = parse_text_tool_calls(completion.content, tools.TOOL_PARAMS)
         if not parsed:
             return [], monologue
-        calls = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False)) for c in parsed]
+        calls = [
+            ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False))
+            for c in parsed
+        ]
         return calls, completion.reasoning.strip()
 
     async def _record_silent_step(self, state: _TurnState, step: int, monologue: str) -> None:
@@ -340,7 +364,10 @@ class TurnRunner:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
         assistant = Message(
-            agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue,
+            agent_id=state.agent_id,
+            turn_id=state.turn_id,
+            role="assistant",
+            content=monologue,
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
         )
         recall_text = assistant.recall_text()
@@ -353,7 +380,10 @@ class TurnRunner:
             messages = MessageRepository(session)
             await messages.add(assistant)
             ctx = tools.ToolContext(
-                session=session, embedder=self.embedder, agent_id=state.agent_id, turn_id=state.turn_id,
+                session=session,
+                embedder=self.embedder,
+                agent_id=state.agent_id,
+                turn_id=state.turn_id,
                 context_start_seq=context_start_seq,
             )
             for call in calls:
@@ -366,10 +396,16 @@ class TurnRunner:
                     state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments=arguments)
                     outcome = await tools.execute(ctx, call.name, arguments)
                 state.emit(ToolResultEvent, step=step, call_id=call.id, name=call.name, ok=outcome.ok, result=outcome.result)
-                await messages.add(Message(
-                    agent_id=state.agent_id, turn_id=state.turn_id, role="tool", content=outcome.result,
-                    tool_call_id=call.id, name=call.name,
-                ))
+                await messages.add(
+                    Message(
+                        agent_id=state.agent_id,
+                        turn_id=state.turn_id,
+                        role="tool",
+                        content=outcome.result,
+                        tool_call_id=call.id,
+                        name=call.name,
+                    )
+                )
                 if call.name == "send_message" and outcome.ok:
                     text = str(outcome.arguments["text"])
                     state.sent.append(text)

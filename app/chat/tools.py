@@ -140,13 +140,38 @@ class Tool:
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in [
-        Tool("send_message", "Send a message to the user. The only way the user sees anything you say; ends your turn.", SendMessage, send_message),
-        Tool("core_memory_update", "Rewrite a core memory block completely. Use it to correct facts (e.g. a new name) or to condense a full block.", CoreMemoryUpdate, core_memory_update),
+        Tool(
+            "send_message",
+            "Send a message to the user. The only way the user sees anything you say; ends your turn.",
+            SendMessage,
+            send_message,
+        ),
+        Tool(
+            "core_memory_update",
+            "Rewrite a core memory block completely. Use it to correct facts (e.g. a new name) or to condense a full block.",
+            CoreMemoryUpdate,
+            core_memory_update,
+        ),
         Tool("core_memory_append", "Append a line to a core memory block.", CoreMemoryAppend, core_memory_append),
         Tool("core_memory_replace", "Replace exact text inside a core memory block.", CoreMemoryReplace, core_memory_replace),
-        Tool("archival_memory_create", "Save a fact, preference, event or detail to unlimited long-term archival memory.", ArchivalMemoryCreate, archival_memory_create),
-        Tool("archival_memory_search", "Search archival memory (meaning and keywords). Use it before answering about anything the user told you before.", ArchivalMemorySearch, archival_memory_search),
-        Tool("conversation_search", "Search earlier conversation messages that are no longer in your context.", ConversationSearch, conversation_search),
+        Tool(
+            "archival_memory_create",
+            "Save a fact, preference, event or detail to unlimited long-term archival memory.",
+            ArchivalMemoryCreate,
+            archival_memory_create,
+        ),
+        Tool(
+            "archival_memory_search",
+            "Search archival memory (meaning and keywords). Use it before answering about anything the user told you before.",
+            ArchivalMemorySearch,
+            archival_memory_search,
+        ),
+        Tool(
+            "conversation_search",
+            "Search earlier conversation messages that are no longer in your context.",
+            ConversationSearch,
+            conversation_search,
+        ),
     ]
 }
 TOOL_SCHEMAS = [t.schema() for t in TOOLS.values()]

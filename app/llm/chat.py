@@ -48,7 +48,12 @@ class ChatLLM:
         )
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], model: str | None, *, budget_seconds: float | None = None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        model: str | None,
+        *,
+        budget_seconds: float | None = None,
     ) -> Completion:
         """One chat completion. The SDK retries timeouts, 429 and 5xx with exponential backoff and jitter
         (ENGRAM_LLM_MAX_RETRIES); budget_seconds bounds the call, retries included."""

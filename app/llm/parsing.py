@@ -86,4 +86,4 @@ def _from_call_syntax(body: str, known: Mapping[str, Sequence[str]]) -> TextTool
         return None
     if len(positional) == 1 and isinstance(positional[0], dict) and not keywords:
         return TextToolCall(name, positional[0])
-    return TextToolCall(name, {**dict(zip(params, positional)), **keywords})
+    return TextToolCall(name, {**dict(zip(params, positional, strict=False)), **keywords})

@@ -148,8 +148,12 @@ async def hybrid_search(
     """`where`: extra trusted SQL conditions over the table, their values bound through `params`."""
     where = ["agent_id = :agent_id", *(where or [])]
     params = {
-        **(params or {}), "agent_id": agent_id, "embedding": str(embedding), "k": k,
-        "tsquery": lexical.tsquery_of(terms), "terms": terms,
+        **(params or {}),
+        "agent_id": agent_id,
+        "embedding": str(embedding),
+        "k": k,
+        "tsquery": lexical.tsquery_of(terms),
+        "terms": terms,
     }
     if after:
         where.append("created_at > :after")
@@ -161,7 +165,10 @@ async def hybrid_search(
     await session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     table = model.__tablename__  # type: ignore[attr-defined]
     started = time.perf_counter()
-    hits = [Hit(r.id, float(r.score), float(r.similarity)) for r in (await session.execute(text(_sql(table, " AND ".join(where), mode)), params)).all()]
+    hits = [
+        Hit(r.id, float(r.score), float(r.similarity))
+        for r in (await session.execute(text(_sql(table, " AND ".join(where), mode)), params)).all()
+    ]
     if not hits:
         SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
         return []

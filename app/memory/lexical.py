@@ -1,4 +1,4 @@
-"""Lexical tokens for full-text search in any script.
+r"""Lexical tokens for full-text search in any script.
 
 PostgreSQL's parsers split on spaces, so Japanese or Chinese text would become one giant token. Text is turned
 into tokens here instead: NFKC-normalised, lower-cased words for spaced scripts (English words Snowball-stemmed,

@@ -47,7 +47,9 @@ class MemoryBlockRevision(SQLModel, table=True):
     __table_args__ = (UniqueConstraint("block_id", "version"),)
 
     id: uuid.UUID = id_field()
-    block_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("memory_blocks.id", ondelete="CASCADE"), nullable=False))
+    block_id: uuid.UUID = Field(
+        sa_column=Column(UUID(as_uuid=True), ForeignKey("memory_blocks.id", ondelete="CASCADE"), nullable=False)
+    )
     version: int
     value: str = Field(sa_column=Column(Text, nullable=False))
     source: str  # "agent" | "api"
@@ -58,7 +60,12 @@ class MemoryBlockRevision(SQLModel, table=True):
 class ArchivalPassage(SQLModel, table=True):
     __tablename__ = "archival_passages"
     __table_args__ = (
-        Index("ix_archival_passages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
+        Index(
+            "ix_archival_passages_embedding",
+            "embedding",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding": "vector_cosine_ops"},
+        ),
         Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin"),
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
     )
@@ -87,7 +94,9 @@ class Message(SQLModel, table=True):
     id: uuid.UUID = id_field()
     seq: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(), nullable=False, unique=True))
     agent_id: uuid.UUID = agent_fk()
-    turn_id: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True), ForeignKey("turns.id", ondelete="SET NULL"), index=True))
+    turn_id: uuid.UUID | None = Field(
+        default=None, sa_column=Column(UUID(as_uuid=True), ForeignKey("turns.id", ondelete="SET NULL"), index=True)
+    )
     role: str  # user | assistant | tool | system
     content: str = Field(default="", sa_column=Column(Text, nullable=False))
     tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSONB))

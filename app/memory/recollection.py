@@ -61,14 +61,30 @@ async def recollect(
     for passage in await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding):
         cov = coverage(query_tokens, passage.passage.search_text)
         if relevant(passage.similarity - base, cov):
-            found.append(Recollection("archival", passage.passage.content, passage.passage.created_at,
-                                      passage.similarity, passage.similarity - base, cov))
+            found.append(
+                Recollection(
+                    "archival",
+                    passage.passage.content,
+                    passage.passage.created_at,
+                    passage.similarity,
+                    passage.similarity - base,
+                    cov,
+                )
+            )
     messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
     for message, hit in messages:
         cov = coverage(query_tokens, message.search_text)
         if relevant(hit.similarity - base, cov):
-            found.append(Recollection("conversation", f"{message.role}: {message.recall_text()}", message.created_at,
-                                      hit.similarity, hit.similarity - base, cov))
+            found.append(
+                Recollection(
+                    "conversation",
+                    f"{message.role}: {message.recall_text()}",
+                    message.created_at,
+                    hit.similarity,
+                    hit.similarity - base,
+                    cov,
+                )
+            )
     found.sort(key=lambda r: max(r.margin / MIN_MARGIN, r.coverage / MIN_COVERAGE), reverse=True)
     return found[:k]
 
@@ -76,6 +92,4 @@ async def recollect(
 def render(recollections: list[Recollection]) -> str | None:
     if not recollections:
         return None
-    return "\n".join(
-        f"- [{r.source}, {r.created_at:%Y-%m-%d}] {r.content[:RECOLLECTION_CHARS]}" for r in recollections
-    )
+    return "\n".join(f"- [{r.source}, {r.created_at:%Y-%m-%d}] {r.content[:RECOLLECTION_CHARS]}" for r in recollections)

@@ -85,7 +85,7 @@ async def _up_to_date(engine: AsyncEngine, embedder: Embedder) -> bool:
 
 async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        for table, index in VECTOR_INDEXES.items():
+        for index in VECTOR_INDEXES.values():
             await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
         await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding DROP NOT NULL"))
         if await stored_dim(conn) != embedder.dim:
@@ -98,8 +98,10 @@ async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
 
 async def _pending(engine: AsyncEngine, model: str) -> int:
     async with engine.connect() as conn:
-        counts = [(await conn.execute(text(f"SELECT count(*) FROM {t} WHERE {where}"), {"model": model})).scalar_one()
-                  for t, where in PENDING.items()]
+        counts = [
+            (await conn.execute(text(f"SELECT count(*) FROM {t} WHERE {where}"), {"model": model})).scalar_one()
+            for t, where in PENDING.items()
+        ]
     return sum(counts)
 
 
@@ -109,10 +111,12 @@ async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batc
     after, done = uuid.UUID(int=0), 0
     while True:
         async with engine.begin() as conn:
-            rows = (await conn.execute(
-                text(f"SELECT id, {body} FROM {table} WHERE {PENDING[table]} AND id > :after ORDER BY id LIMIT :n"),
-                {"model": embedder.model, "after": after, "n": batch},
-            )).all()
+            rows = (
+                await conn.execute(
+                    text(f"SELECT id, {body} FROM {table} WHERE {PENDING[table]} AND id > :after ORDER BY id LIMIT :n"),
+                    {"model": embedder.model, "after": after, "n": batch},
+                )
+            ).all()
             if not rows:
                 return done
             vectors = await embedder.embed_passages([_text(table, row) for row in rows])

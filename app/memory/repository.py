@@ -77,7 +77,9 @@ class PassageRepository:
         if not vectors:
             return []
         await self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-        rows = (await self.session.execute(text("""
+        rows = (
+            await self.session.execute(
+                text("""
             SELECT q.i, p.id FROM unnest(CAST(:vectors AS vector[])) WITH ORDINALITY AS q(v, i)
             CROSS JOIN LATERAL (
                 SELECT id, embedding <=> q.v AS distance FROM archival_passages
@@ -85,7 +87,10 @@ class PassageRepository:
             ) p
             WHERE p.distance <= :max_distance
             ORDER BY q.i, p.distance
-        """), {"vectors": [str(v) for v in vectors], "agent_id": agent_id, "k": k, "max_distance": 1 - min_similarity})).all()
+        """),
+                {"vectors": [str(v) for v in vectors], "agent_id": agent_id, "k": k, "max_distance": 1 - min_similarity},
+            )
+        ).all()
         if not rows:
             return [[] for _ in vectors]
         found = (await self.session.scalars(select(ArchivalPassage).where(ArchivalPassage.id.in_({r.id for r in rows})))).all()
@@ -126,7 +131,9 @@ class PassageRepository:
         if after_key:
             created, row_id = after_key
             query = query.where(
-                or_(ArchivalPassage.created_at < created, and_(ArchivalPassage.created_at == created, ArchivalPassage.id < row_id))
+                or_(
+                    ArchivalPassage.created_at < created, and_(ArchivalPassage.created_at == created, ArchivalPassage.id < row_id)
+                )
             )
         query = query.order_by(ArchivalPassage.created_at.desc(), ArchivalPassage.id.desc()).limit(limit)
         return (await self.session.scalars(query)).all()
@@ -144,8 +151,17 @@ class PassageRepository:
         mode: Mode = "hybrid",
     ) -> list[PassageMatch]:
         found = await hybrid_search(
-            self.session, ArchivalPassage, agent_id, embedding=embedding, terms=terms, k=k, mode=mode,
-            where=["tags @> CAST(:tags AS text[])"] if tags else [], params={"tags": tags}, after=after, before=before,
+            self.session,
+            ArchivalPassage,
+            agent_id,
+            embedding=embedding,
+            terms=terms,
+            k=k,
+            mode=mode,
+            where=["tags @> CAST(:tags AS text[])"] if tags else [],
+            params={"tags": tags},
+            after=after,
+            before=before,
         )
         return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]
 
@@ -196,8 +212,16 @@ class MessageRepository:
     ) -> list[tuple[Message, Hit]]:
         below = ["seq < :below_seq"] if below_seq is not None else []
         return await hybrid_search(
-            self.session, Message, agent_id, embedding=embedding, terms=terms, k=k,
-            where=["role IN ('user', 'assistant')", *below], params={"below_seq": below_seq}, after=after, before=before,
+            self.session,
+            Message,
+            agent_id,
+            embedding=embedding,
+            terms=terms,
+            k=k,
+            where=["role IN ('user', 'assistant')", *below],
+            params={"below_seq": below_seq},
+            after=after,
+            before=before,
         )
 
     async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:

@@ -35,8 +35,13 @@ def passage_read(
     passage: ArchivalPassage, score: float | None = None, similarity: float | None = None, *, duplicate: bool | None = None
 ) -> PassageRead:
     return PassageRead(
-        id=passage.id, content=passage.content, tags=passage.tags, created_at=passage.created_at,
-        score=score, similarity=similarity, duplicate=duplicate,
+        id=passage.id,
+        content=passage.content,
+        tags=passage.tags,
+        created_at=passage.created_at,
+        score=score,
+        similarity=similarity,
+        duplicate=duplicate,
     )
 
 
@@ -79,8 +84,14 @@ async def put_core_memory_block(
     value = body.value if body.restore_version is None else await core.revision_value(agent.id, label, body.restore_version)
     assert value is not None
     block, created = await core.write(
-        agent.id, label, value, source="api", expected_version=parse_if_match(if_match),
-        limit=body.limit, description=body.description, read_only=body.read_only,
+        agent.id,
+        label,
+        value,
+        source="api",
+        expected_version=parse_if_match(if_match),
+        limit=body.limit,
+        description=body.description,
+        read_only=body.read_only,
     )
     response.status_code = 201 if created else 200
     response.headers["ETag"] = f'"{block.version}"'
@@ -92,11 +103,18 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
     """Every revision of a block, newest first, with who made it (agent or api) and in which turn."""
     revisions = await core.history(agent.id, label)
     return Page[RevisionRead](
-        items=[RevisionRead(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at) for r in revisions]  # type: ignore[arg-type]
+        items=[
+            RevisionRead(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at)
+            for r in revisions
+        ]  # type: ignore[arg-type]
     )
 
 
-@router.post("/archival", status_code=201, responses={200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"}})
+@router.post(
+    "/archival",
+    status_code=201,
+    responses={200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"}},
+)
 async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
     [stored] = await archival.add(agent.id, [(body.content, body.tags)])
@@ -130,12 +148,23 @@ async def search_or_list_passages(
     tag_list = split_tags(tags)
     if query is not None:
         matches = await archival.search(
-            agent.id, query, k=k, tags=tag_list, after=after, before=before, min_score=min_score, mode=mode,
+            agent.id,
+            query,
+            k=k,
+            tags=tag_list,
+            after=after,
+            before=before,
+            min_score=min_score,
+            mode=mode,
         )
         return Page[PassageRead](items=[passage_read(m.passage, m.score, m.similarity) for m in matches])
     rows = await archival.passages.newest(
-        agent.id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None,
-        tags=tag_list, after=after, before=before,
+        agent.id,
+        limit=limit + 1,
+        after_key=decode_time_cursor(cursor) if cursor else None,
+        tags=tag_list,
+        after=after,
+        before=before,
     )
     page = rows[:limit]
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
@@ -170,7 +199,12 @@ async def list_messages(
     that have left the context (all of them with `include_context=true`)."""
     if query is not None:
         hits = await recall.search(
-            agent.id, query, k=limit, after=after, before=before, below_seq=None if include_context else agent.context_start_seq,
+            agent.id,
+            query,
+            k=limit,
+            after=after,
+            before=before,
+            below_seq=None if include_context else agent.context_start_seq,
         )
         return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
     before_seq = decode_seq_cursor(cursor)[0] if cursor else None

@@ -76,7 +76,10 @@ class PassageRead(BaseModel):
     content: str
     tags: list[str]
     created_at: datetime
-    score: float | None = Field(default=None, description="searches only: 0..1, equal-weight combination of min-max normalised cosine and BM25 over the candidates")
+    score: float | None = Field(
+        default=None,
+        description="searches only: 0..1, equal-weight combination of min-max normalised cosine and BM25 over the candidates",
+    )
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
 
@@ -99,7 +102,13 @@ class MessageRead(BaseModel):
 
 def message_read(message: Message, score: float | None = None) -> MessageRead:
     return MessageRead(
-        id=message.id, role=message.role, content=message.content, turn_id=message.turn_id,  # type: ignore[arg-type]
-        created_at=message.created_at, tool_calls=message.tool_calls, tool_call_id=message.tool_call_id,
-        name=message.name, score=score,
+        id=message.id,
+        role=message.role,
+        content=message.content,
+        turn_id=message.turn_id,  # type: ignore[arg-type]
+        created_at=message.created_at,
+        tool_calls=message.tool_calls,
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        score=score,
     )

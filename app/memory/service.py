@@ -43,9 +43,11 @@ def over_limit_detail(block: MemoryBlock, new_length: int, source: Source) -> st
         f"({len(block.value)} used, {room} left)"
     )
     if source == "agent":
-        return (f"{over}. Condense the block (rewrite it shorter with core_memory_update) "
-                "or move details to archival memory with archival_memory_create.")
-    return f"{over}. Send a shorter value, or raise the block's limit with \"limit\" in the same request."
+        return (
+            f"{over}. Condense the block (rewrite it shorter with core_memory_update) "
+            "or move details to archival memory with archival_memory_create."
+        )
+    return f'{over}. Send a shorter value, or raise the block\'s limit with "limit" in the same request.'
 
 
 class CoreMemory:
@@ -61,8 +63,12 @@ class CoreMemory:
                 raise Unprocessable(f"block '{spec.label}' has {len(spec.value)} characters, over its limit of {spec.limit}")
             block = await self.blocks.add(
                 MemoryBlock(
-                    agent_id=agent_id, label=spec.label, value=spec.value, char_limit=spec.limit,
-                    description=spec.description, read_only=spec.read_only,
+                    agent_id=agent_id,
+                    label=spec.label,
+                    value=spec.value,
+                    char_limit=spec.limit,
+                    description=spec.description,
+                    read_only=spec.read_only,
                 )
             )
             await self._record(block, "api", None)
@@ -100,7 +106,9 @@ class CoreMemory:
                 raise Unprocessable(f"an agent has at most {MAX_BLOCKS} core memory blocks")
             block = MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
         if expected_version is not None and block.version != expected_version:
-            raise PreconditionFailed(f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry")
+            raise PreconditionFailed(
+                f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry"
+            )
         if source == "agent" and block.read_only:
             raise BlockReadOnly(f"core memory block '{label}' is read-only")
         if callable(value):
@@ -167,8 +175,12 @@ class ArchivalMemory:
         fresh: list[ArchivalPassage] = []
         for (content, tags), vector, near in zip(items, vectors, neighbours, strict=True):
             candidate = ArchivalPassage(
-                agent_id=agent_id, content=content, tags=normalise_tags(tags), embedding=vector,
-                embedding_model=self.embedder.model, search_text=lexical.search_text(content),
+                agent_id=agent_id,
+                content=content,
+                tags=normalise_tags(tags),
+                embedding=vector,
+                embedding_model=self.embedder.model,
+                search_text=lexical.search_text(content),
             )
             original = next((p for p in near if same_text(p, candidate)), None) or next(
                 (p for p in fresh if same_text(p, candidate)), None
@@ -195,8 +207,14 @@ class ArchivalMemory:
         """`vector`: the query's embedding, when the caller has it already."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         matches = await self.passages.hybrid_search(
-            agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k,
-            tags=normalise_tags(tags or []), after=after, before=before, mode=mode,
+            agent_id,
+            embedding=embedding,
+            terms=lexical.query_terms(query),
+            k=k,
+            tags=normalise_tags(tags or []),
+            after=after,
+            before=before,
+            mode=mode,
         )
         return [m for m in matches if m.score >= min_score]
 
@@ -209,7 +227,6 @@ class ArchivalMemory:
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
         if not await self.passages.delete(agent_id, passage_id):
             raise NotFound(f"no archival passage {passage_id}")
-
 
 
 class RecallMemory:
@@ -235,7 +252,13 @@ class RecallMemory:
         the caller has it already."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         return await self.messages.search(
-            agent_id, embedding=embedding, terms=lexical.query_terms(query), k=k, below_seq=below_seq, after=after, before=before,
+            agent_id,
+            embedding=embedding,
+            terms=lexical.query_terms(query),
+            k=k,
+            below_seq=below_seq,
+            after=after,
+            before=before,
         )
 
 

@@ -58,8 +58,11 @@ class SentenceTransformerEmbedder(LocalModelEmbedder):
 
     def _encode(self, texts: list[str], prompt: str) -> Sequence[Sequence[float]]:
         return self._st.encode(
-            texts, prompt_name=prompt if prompt in self._st.prompts else None,
-            normalize_embeddings=True, batch_size=64, show_progress_bar=False,
+            texts,
+            prompt_name=prompt if prompt in self._st.prompts else None,
+            normalize_embeddings=True,
+            batch_size=64,
+            show_progress_bar=False,
         )
 
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
