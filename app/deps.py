@@ -8,27 +8,27 @@ from fastapi import Depends, Header, Path, Request
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.repository import AgentRepository
+from app.agents.service import find_agent
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import transaction
-from app.errors import NotFound
 from app.llm.embeddings import Embedder
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
+from app.runtime import runtime
 from app.settings import Settings
 
 
 def get_settings_dep(request: Request) -> Settings:
-    return request.app.state.settings
+    return runtime(request.app).settings
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     # scope="function": the commit runs before the response is sent, so a failed commit is an error response.
-    async with transaction(request.app.state.sessions) as session:
+    async with transaction(runtime(request.app).sessions) as session:
         yield session
 
 
 def get_embedder(request: Request) -> Embedder:
-    return request.app.state.embedder
+    return runtime(request.app).embedder
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
@@ -42,7 +42,7 @@ async def authenticate(
     x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
     client = request.client.host if request.client else None
-    return await request.app.state.authenticator.authenticate(presented_key(authorization, x_api_key), client)
+    return await runtime(request.app).authenticator.authenticate(presented_key(authorization, x_api_key), client)
 
 
 def tenant_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
@@ -60,11 +60,7 @@ AdminDep = Annotated[Principal, Depends(admin_principal)]
 
 
 async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDep, principal: TenantDep) -> Agent:
-    # Another tenant's agent is a 404 as well: a 403 would confirm that it exists.
-    agent = await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id)
-    if agent is None:
-        raise NotFound(f"no agent {agent_id}")
-    return agent
+    return await find_agent(session, agent_id, tenant_id=principal.tenant_id)
 
 
 AgentDep = Annotated[Agent, Depends(valid_agent)]

@@ -28,6 +28,7 @@ from app.llm.embeddings.space import check_embedding_space
 from app.memory.router import router as memory_router
 from app.metrics import metrics_endpoint
 from app.observability import RequestContextMiddleware
+from app.runtime import Runtime, runtime
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("engram")
@@ -36,7 +37,7 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings: Settings = app.state.settings
+    settings: Settings = app.state.settings  # create_app's inputs; what the lifespan builds is app.state.runtime
     async with AsyncExitStack() as cleanup:  # undone in reverse order, on any exit
         url = settings.database_url
         if url is None:
@@ -63,18 +64,14 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     authenticator = Authenticator(sessions, settings.admin_key)
     if not await authenticator.keys_configured():
         log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")
-    app.state.authenticator = authenticator
     hub = EventHub()
     origin = uuid.uuid4()
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
     sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
     turn_tasks = TurnTasks()
-    app.state.engine, app.state.sessions, app.state.embedder, app.state.hub = engine, sessions, embedder, hub
-    app.state.turn_tasks = turn_tasks
-    app.state.runner = TurnRunner(
-        engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin
-    )
+    runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin)
+    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, hub, turn_tasks, runner)
     try:
         yield
     finally:
@@ -112,7 +109,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         """Readiness: the database answers."""
         try:
             async with asyncio.timeout(3):
-                async with request.app.state.engine.connect() as conn:
+                async with runtime(request.app).engine.connect() as conn:
                     await conn.execute(text("SELECT 1"))
         except Exception as exc:  # any failure to reach the database means not ready
             return JSONResponse(

@@ -6,12 +6,21 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
-from app.errors import Unprocessable
+from app.errors import NotFound, Unprocessable
 from app.memory.models import MemoryBlock
 from app.memory.schemas import BlockRead
 from app.memory.service import CoreMemory
 from app.models_base import utcnow
 from app.pagination import Page, decode_time_cursor, encode_cursor
+
+
+async def find_agent(session: AsyncSession, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None) -> Agent:
+    """The one agent lookup, and the tenant check that is the security boundary: another tenant's agent is a 404
+    like a missing one (a 403 would confirm that it exists). tenant_id None: internal callers holding a checked id."""
+    agent = await AgentRepository(session).get(agent_id, tenant_id=tenant_id)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id}")
+    return agent
 
 
 def block_read(block: MemoryBlock) -> BlockRead:

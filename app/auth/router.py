@@ -10,6 +10,7 @@ from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyRead, TenantCreate, Te
 from app.deps import AdminDep, SessionDep
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
+from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
@@ -43,7 +44,7 @@ async def list_tenants(session: SessionDep, _: AdminDep) -> Page[TenantRead]:
 async def create_key(tenant_id: uuid.UUID, body: KeyCreate, session: SessionDep, request: Request, _: AdminDep) -> IssuedKeyRead:
     """Issue an API key for a tenant. The key is in this response only; Engram keeps just its hash."""
     issued = await KeyRepository(session).issue(tenant_id, body.name)
-    request.app.state.authenticator.key_created()
+    runtime(request.app).authenticator.key_created()
     return IssuedKeyRead(**key_read(issued.record).model_dump(), key=issued.key)
 
 

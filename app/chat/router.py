@@ -16,7 +16,7 @@ from fastapi import (
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
-from app.agents.repository import AgentRepository
+from app.agents.service import find_agent
 from app.auth.principal import Principal, presented_key, require_tenant
 from app.chat.context import load_context
 from app.chat.events import ErrorEvent, Event, event_adapter
@@ -41,6 +41,7 @@ from app.errors import (
 from app.memory.repository import MessageRepository
 from app.memory.schemas import message_read
 from app.models_base import utcnow
+from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
 WS_AUTH_TIMEOUT_SECONDS = 10
@@ -49,18 +50,17 @@ IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same 
 
 
 def get_runner(request: Request) -> TurnRunner:
-    return request.app.state.runner
+    return runtime(request.app).runner
 
 
 def get_turn_tasks(request: Request) -> TurnTasks:
-    return request.app.state.turn_tasks
+    return runtime(request.app).turn_tasks
 
 
 async def existing_agent_id(agent_id: uuid.UUID, request: Request, principal: TenantDep) -> uuid.UUID:
     # A short session of its own: a chat request must not hold a transaction open while the turn runs.
-    async with request.app.state.sessions() as session:
-        if await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id) is None:
-            raise NotFound(f"no agent {agent_id}")
+    async with runtime(request.app).sessions() as session:
+        await find_agent(session, agent_id, tenant_id=principal.tenant_id)
     return agent_id
 
 
@@ -188,7 +188,6 @@ async def get_context(agent: AgentDep, session: SessionDep, settings: SettingsDe
 @router.websocket("/ws")
 async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
     """Live events of every turn of this agent; send {"type": "chat", "message": ...} to start a turn."""
-    app = websocket.app
     await websocket.accept()
     try:
         principal = await _authenticate_socket(websocket)
@@ -196,15 +195,16 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
         await _send_error(websocket, agent_id, exc.code, exc.detail)
         await websocket.close(code=4000 + exc.status_code)
         return
-    async with app.state.sessions() as session:
-        exists = await AgentRepository(session).get(agent_id, tenant_id=principal.tenant_id) is not None
-    if not exists:
-        await _send_error(websocket, agent_id, "not_found", f"no agent {agent_id}")
+    state = runtime(websocket.app)
+    try:
+        async with state.sessions() as session:
+            await find_agent(session, agent_id, tenant_id=principal.tenant_id)
+    except NotFound as exc:
+        await _send_error(websocket, agent_id, exc.code, exc.detail)
         await websocket.close(code=4404)
         return
-    runner: TurnRunner = app.state.runner
-    tasks: TurnTasks = app.state.turn_tasks
-    async with app.state.hub.subscribe(agent_id) as queue:
+    runner, tasks = state.runner, state.turn_tasks
+    async with state.hub.subscribe(agent_id) as queue:
         forward = asyncio.create_task(_forward(websocket, queue))
         try:
             while True:
@@ -227,7 +227,7 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
 async def _authenticate_socket(websocket: WebSocket) -> Principal:
     """A key from the handshake headers or, for browsers that cannot set headers, from a first
     {"type": "auth", "api_key": ...} message."""
-    authenticator = websocket.app.state.authenticator
+    authenticator = runtime(websocket.app).authenticator
     key = presented_key(websocket.headers.get("authorization"), websocket.headers.get("x-api-key"))
     if key is None and await authenticator.keys_configured():
         try:

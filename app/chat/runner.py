@@ -19,6 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
+from app.agents.service import find_agent
 from app.chat import tools
 from app.chat.context import (
     SUMMARY_MAX_CHARS,
@@ -48,7 +49,7 @@ from app.chat.models import Turn
 from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
-from app.errors import LLMError, NotFound, ServiceUnavailable
+from app.errors import LLMError, ServiceUnavailable
 from app.llm.chat import ChatLLM, Completion, ToolCall, decode_arguments
 from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
@@ -229,8 +230,7 @@ class TurnRunner:
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
         async with state.committing(self.sessions) as session:
-            if await AgentRepository(session).get(agent_id) is None:
-                raise NotFound(f"no agent {agent_id}")
+            await find_agent(session, agent_id, tenant_id=None)  # the caller checked the tenant
             turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
             user = await MessageRepository(session).add(
                 Message(

@@ -1,0 +1,30 @@
+"""What the lifespan builds and every request uses, behind one typed accessor (instead of untyped reads of
+`app.state`)."""
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.types import ASGIApp
+
+from app.auth.principal import Authenticator
+from app.chat.hub import EventHub
+from app.chat.runner import TurnRunner, TurnTasks
+from app.llm.embeddings import Embedder
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    embedder: Embedder
+    authenticator: Authenticator
+    hub: EventHub
+    turn_tasks: TurnTasks
+    runner: TurnRunner
+
+
+def runtime(app: ASGIApp) -> Runtime:
+    return app.state.runtime  # type: ignore[attr-defined]
