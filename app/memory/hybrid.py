@@ -50,31 +50,32 @@ class Hit:
     similarity: float
 
 
-def _fused(pool: str, vector_weight: float) -> str:
-    """The rows of `pool` (id, similarity, bm25) with their fused score: the cosine min-max normalised over the
-    pool, BM25 as a share of the query's bound (see `bound`)."""
+def _nearest(table: str, where: str, limit: int) -> str:
+    """The top `limit` rows by cosine distance to the query (HNSW)."""
     return f"""
-    SELECT id, similarity,
-           {vector_weight} * coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1)
-           + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
-    FROM {pool}"""
-
-
-def _nearest(name: str, table: str, where: str, vector: str, limit: int) -> str:
-    return f"""{name} AS (
+vec AS (
     SELECT id FROM {table}
     WHERE {where} AND embedding IS NOT NULL
-    ORDER BY embedding <=> {vector}
+    ORDER BY embedding <=> CAST(:embedding AS vector)
     LIMIT {limit}
 )"""
 
 
-def _pool(table: str, candidates: str) -> str:
+def _fused(table: str, vector_weight: float) -> str:
+    """Both candidate lists with their cosine and BM25, and the fused score: the cosine min-max normalised over
+    the candidates, BM25 as a share of the query's bound (see `bound`)."""
     return f"""
+pool AS (
     SELECT t.id,
            coalesce(1 - (t.embedding <=> CAST(:embedding AS vector)), 0) AS similarity,
            coalesce(b.score, 0) AS bm25
-    FROM ({candidates}) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id"""
+    FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
+), fused AS (
+    SELECT id, similarity,
+           {vector_weight} * coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1)
+           + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
+    FROM pool
+)"""
 
 
 def _lexical(table: str, where: str, limit: int) -> str:
@@ -115,14 +116,7 @@ matches AS (
 def _sql(table: str, where: str, mode: Mode) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
-    alpha = VECTOR_WEIGHT[mode]
-    query = "CAST(:embedding AS vector)"
-    ctes = [
-        _nearest("vec", table, where, query, vec_limit),
-        _lexical(table, where, lex_limit),
-        f"pool AS ({_pool(table, 'SELECT id FROM vec UNION SELECT id FROM lex')}\n)",
-        f"fused AS ({_fused('pool', alpha)}\n)",
-    ]
+    ctes = [_nearest(table, where, vec_limit), _lexical(table, where, lex_limit), _fused(table, VECTOR_WEIGHT[mode])]
     return f"""
 WITH {", ".join(ctes)}
 SELECT id, similarity, score FROM fused
