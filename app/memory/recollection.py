@@ -57,34 +57,16 @@ async def recollect(
     """Relevant archival passages and earlier messages (those no longer in the context), best first."""
     query_tokens = set(lexical.query_terms(query))
     base = await baseline(embedder, embedding)
-    found: list[Recollection] = []
-    for passage in await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding):
-        cov = coverage(query_tokens, passage.passage.search_text)
-        if relevant(passage.similarity - base, cov):
-            found.append(
-                Recollection(
-                    "archival",
-                    passage.passage.content,
-                    passage.passage.created_at,
-                    passage.similarity,
-                    passage.similarity - base,
-                    cov,
-                )
-            )
+    passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
     messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
-    for message, hit in messages:
-        cov = coverage(query_tokens, message.search_text)
-        if relevant(hit.similarity - base, cov):
-            found.append(
-                Recollection(
-                    "conversation",
-                    f"{message.role}: {message.recall_text()}",
-                    message.created_at,
-                    hit.similarity,
-                    hit.similarity - base,
-                    cov,
-                )
-            )
+    # (source, content, when, cosine to the query, lexical tokens) of every hit of either memory
+    hits = [("archival", m.passage.content, m.passage.created_at, m.similarity, m.passage.search_text) for m in passages]
+    hits += [("conversation", f"{m.role}: {m.recall_text()}", m.created_at, h.similarity, m.search_text) for m, h in messages]
+    found: list[Recollection] = []
+    for source, content, created_at, similarity, search_text in hits:
+        cov = coverage(query_tokens, search_text)
+        if relevant(similarity - base, cov):
+            found.append(Recollection(source, content, created_at, similarity, similarity - base, cov))
     found.sort(key=lambda r: max(r.margin / MIN_MARGIN, r.coverage / MIN_COVERAGE), reverse=True)
     return found[:k]
 
