@@ -20,7 +20,8 @@ from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
 from app.chat.relay import EventRelay
 from app.chat.router import router as chat_router
-from app.chat.runner import TurnRunner, TurnTasks
+from app.chat.runner import TurnRunner
+from app.chat.tasks import TurnTasks
 from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
 from app.llm.embeddings import Embedder, build_embedder

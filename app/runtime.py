@@ -9,7 +9,8 @@ from starlette.types import ASGIApp
 
 from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
-from app.chat.runner import TurnRunner, TurnTasks
+from app.chat.runner import TurnRunner
+from app.chat.tasks import TurnTasks
 from app.llm.embeddings import Embedder
 from app.settings import Settings
 

@@ -21,7 +21,7 @@ from app.auth.principal import Principal, presented_key, require_tenant
 from app.chat.context import load_context
 from app.chat.events import ErrorEvent, Event, event_adapter
 from app.chat.repository import TurnRepository
-from app.chat.runner import TurnResult, TurnRunner, TurnTasks, result_of
+from app.chat.runner import TurnResult, TurnRunner, result_of
 from app.chat.schemas import (
     ChatRequest,
     ChatResponse,
@@ -29,6 +29,7 @@ from app.chat.schemas import (
     ContextTokensRead,
     WsChat,
 )
+from app.chat.tasks import TurnTasks
 from app.deps import AgentDep, SessionDep, SettingsDep, TenantDep
 from app.errors import (
     ERROR_RESPONSES,
