@@ -21,6 +21,7 @@ from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
 from app.chat.relay import EventRelay
 from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner
+from app.chat.stream import TurnStreams
 from app.chat.tasks import TurnTasks
 from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
@@ -72,7 +73,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
     turn_tasks = TurnTasks()
     runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin)
-    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, hub, turn_tasks, runner)
+    streams = TurnStreams(runner, turn_tasks, hub)
+    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
     try:
         yield
     finally:

@@ -8,9 +8,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.types import ASGIApp
 
 from app.auth.principal import Authenticator
-from app.chat.hub import EventHub
-from app.chat.runner import TurnRunner
-from app.chat.tasks import TurnTasks
+from app.chat.stream import TurnStreams
 from app.llm.embeddings import Embedder
 from app.settings import Settings
 
@@ -22,9 +20,7 @@ class Runtime:
     sessions: async_sessionmaker[AsyncSession]
     embedder: Embedder
     authenticator: Authenticator
-    hub: EventHub
-    turn_tasks: TurnTasks
-    runner: TurnRunner
+    turn_streams: TurnStreams
 
 
 def runtime(app: ASGIApp) -> Runtime:

@@ -176,6 +176,15 @@ def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"})
         assert response.status_code == 503
         assert "OPENAI_API_KEY" in response.json()["detail"] and "OPENAI_BASE_URL" in response.json()["detail"]
+        # The same refusal whichever way the turn was asked for.
+        streamed = client.post(
+            f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"}, headers={"Accept": "text/event-stream"}
+        )
+        assert streamed.status_code == 503 and streamed.json()["error"] == response.json()["error"]
+        with client.websocket_connect(f"/v1/agents/{agent['id']}/ws") as ws:
+            ws.send_json({"type": "chat", "message": "hello?"})
+            frame = ws.receive_json()
+        assert (frame["type"], frame["code"]) == ("error", response.json()["error"])
         assert client.get("/readyz").status_code == 200
 
 
@@ -189,16 +198,28 @@ def test_idempotency_key_returns_the_same_turn(client: TestClient, agent: dict, 
     assert len(users) == 1
 
 
-def test_server_sent_events_stream(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
-    llm.reset(tools(call("send_message", text="streamed")))
+def _sse_frames(client: TestClient, agent: dict, message: str, **headers: str) -> list[dict]:
     with client.stream(
-        "POST", f"/v1/agents/{agent['id']}/chat", json={"message": "hi"}, headers={"Accept": "text/event-stream"}
+        "POST",
+        f"/v1/agents/{agent['id']}/chat",
+        json={"message": message},
+        headers={"Accept": "text/event-stream", **headers},
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        frames = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+        return [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+
+
+def test_server_sent_events_stream(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(tools(call("send_message", text="streamed")))
+    frames = _sse_frames(client, agent, "hi", **{"Idempotency-Key": "sse-1"})
     assert [f["type"] for f in frames] == ["turn_started", "tool_call", "tool_result", "message", "turn_completed"]
     assert frames[-1]["reply"] == "streamed"
+    # What streamed is what was stored, and an idempotent retry streams the same turn without running it again.
+    assert client.get(f"/v1/agents/{agent['id']}/turns/{frames[0]['turn_id']}").json()["events"] == frames
+    assert _sse_frames(client, agent, "hi", **{"Idempotency-Key": "sse-1"}) == frames
+    assert chat(client, agent, "hi", **{"Idempotency-Key": "sse-1"})["events"] == frames
+    assert len(llm.requests) == 1
 
 
 def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

@@ -6,6 +6,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 StopReason = Literal["end_turn", "max_steps", "llm_error", "invalid_output", "cancelled", "interrupted"]
+TurnStatus = Literal["running", "completed", "interrupted", "cancelled"]
+
+
+def turn_status(stop: StopReason | None) -> TurnStatus:
+    """A turn's status follows from how it stopped (None: it has not)."""
+    if stop is None:
+        return "running"
+    return "cancelled" if stop == "cancelled" else "interrupted" if stop == "interrupted" else "completed"
 
 
 class Usage(BaseModel):

@@ -21,7 +21,7 @@ from app.auth.principal import Principal, presented_key, require_tenant
 from app.chat.context import load_context
 from app.chat.events import ErrorEvent, Event, event_adapter
 from app.chat.repository import TurnRepository
-from app.chat.runner import TurnResult, TurnRunner, result_of
+from app.chat.runner import TurnResult
 from app.chat.schemas import (
     ChatRequest,
     ChatResponse,
@@ -29,7 +29,7 @@ from app.chat.schemas import (
     ContextTokensRead,
     WsChat,
 )
-from app.chat.tasks import TurnTasks
+from app.chat.stream import TurnStreams
 from app.deps import AgentDep, SessionDep, SettingsDep, TenantDep
 from app.errors import (
     ERROR_RESPONSES,
@@ -50,12 +50,8 @@ WS_AUTH_TIMEOUT_SECONDS = 10
 IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same key → same turn, never run twice")]
 
 
-def get_runner(request: Request) -> TurnRunner:
-    return runtime(request.app).runner
-
-
-def get_turn_tasks(request: Request) -> TurnTasks:
-    return runtime(request.app).turn_tasks
+def get_turn_streams(request: Request) -> TurnStreams:
+    return runtime(request.app).turn_streams
 
 
 async def existing_agent_id(agent_id: uuid.UUID, request: Request, principal: TenantDep) -> uuid.UUID:
@@ -65,20 +61,8 @@ async def existing_agent_id(agent_id: uuid.UUID, request: Request, principal: Te
     return agent_id
 
 
-RunnerDep = Annotated[TurnRunner, Depends(get_runner)]
-TasksDep = Annotated[TurnTasks, Depends(get_turn_tasks)]
+StreamsDep = Annotated[TurnStreams, Depends(get_turn_streams)]
 AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
-
-
-def chat_response(result: TurnResult) -> ChatResponse:
-    return ChatResponse(
-        turn_id=result.turn_id,
-        status=result.status,
-        reply=result.reply,  # type: ignore[arg-type]
-        stop_reason=result.stop_reason,
-        events=result.events,
-        usage=result.usage,
-    )
 
 
 def _sse(event: Event) -> str:
@@ -104,57 +88,33 @@ async def chat(
     agent_id: AgentIdDep,
     body: ChatRequest,
     request: Request,
-    runner: RunnerDep,
-    tasks: TasksDep,
+    streams: StreamsDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Any:
     """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events."""
+    events = streams.follow(agent_id, body.message, idempotency_key)
     if "text/event-stream" in request.headers.get("accept", ""):
-        return await _stream_turn(agent_id, body.message, idempotency_key, runner, tasks)
-    task = tasks.spawn(runner.run(agent_id, body.message, idempotency_key=idempotency_key))
-    result = await asyncio.shield(task)
-    if result.stop_reason == "llm_error":
-        detail = next((e.detail for e in result.events if isinstance(e, ErrorEvent)), "the LLM failed")
-        raise LLMError(f"{detail} (your message is saved)", turn_id=result.turn_id)
-    response = chat_response(result)
-    return JSONResponse(response.model_dump(mode="json"), status_code=202 if result.status == "running" else 200)
-
-
-async def _stream_turn(
-    agent_id: uuid.UUID, message: str, key: str | None, runner: TurnRunner, tasks: TurnTasks
-) -> StreamingResponse:
-    queue: asyncio.Queue[Event] = asyncio.Queue()
-    task = tasks.spawn(runner.run(agent_id, message, idempotency_key=key, listener=queue.put_nowait))
-    first = asyncio.ensure_future(queue.get())
-    await asyncio.wait({first, task}, return_when=asyncio.FIRST_COMPLETED)
-    if not first.done():
-        first.cancel()
-        result = task.result()  # raises the refusal (404/409/503) as a normal HTTP error
-        replayed = result.events  # an idempotent replay: no live events
-        return StreamingResponse(iter([_sse(e) for e in replayed]), media_type="text/event-stream")
-
-    async def stream() -> AsyncIterator[str]:
-        event: Event | None = first.result()
-        while event is not None:
-            yield _sse(event)
-            if event.type == "turn_completed":
-                return
-            event = await _next_event(queue, task)
-        yield _sse(
-            ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code="turn_failed", detail="the turn stopped without completing")
+        first = await anext(events)  # a refused turn raises here, as a normal HTTP error
+        return StreamingResponse(
+            _sse_stream(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
+    collected = [event async for event in events]
+    turn_id = collected[0].turn_id  # turn_started, or the first event of a replayed turn
+    assert turn_id is not None
+    response = ChatResponse.of(turn_id, collected)
+    if response.stop_reason == "llm_error":
+        detail = next((e.detail for e in collected if isinstance(e, ErrorEvent)), "the LLM failed")
+        raise LLMError(f"{detail} (your message is saved)", turn_id=response.turn_id)
+    return JSONResponse(response.model_dump(mode="json"), status_code=202 if response.status == "running" else 200)
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-
-async def _next_event(queue: asyncio.Queue[Event], task: asyncio.Task[TurnResult]) -> Event | None:
-    """The next event of a streamed turn, or None when the turn's task ended without sending one."""
-    getter = asyncio.ensure_future(queue.get())
-    await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-    if getter.done():
-        return getter.result()
-    getter.cancel()
-    return queue.get_nowait() if not queue.empty() else None
+async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[str]:
+    yield _sse(first)
+    try:
+        async for event in rest:
+            yield _sse(event)
+    except EngramError as exc:  # the turn's task failed after it had started streaming
+        yield _sse(_error_event(first.agent_id, exc.code, exc.detail))
 
 
 @router.get("/turns/{turn_id}")
@@ -165,7 +125,7 @@ async def get_turn(agent: AgentDep, turn_id: uuid.UUID, session: SessionDep) -> 
     if turn is None:
         raise NotFound(f"no turn {turn_id} for this agent")
     events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
-    return chat_response(result_of(turn, events))
+    return ChatResponse.of(turn.id, events)
 
 
 @router.get("/context")
@@ -204,21 +164,21 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
         await _send_error(websocket, agent_id, exc.code, exc.detail)
         await websocket.close(code=4404)
         return
-    runner, tasks = state.runner, state.turn_tasks
-    async with state.hub.subscribe(agent_id) as queue:
-        forward = asyncio.create_task(_forward(websocket, queue))
+    streams = state.turn_streams
+    async with streams.watch(agent_id) as outbox:
+        # One writer: turn events and this socket's own errors all go out through the agent's queue, in order.
+        forward = asyncio.create_task(_forward(websocket, outbox))
         try:
             while True:
                 raw = await websocket.receive_text()
                 try:
                     command = WsChat.model_validate(json.loads(raw))
                 except (ValueError, ValidationError) as exc:
-                    await _send_error(
-                        websocket, agent_id, "invalid_request", f'expected {{"type": "chat", "message": ...}}: {exc}'
-                    )
+                    detail = f'expected {{"type": "chat", "message": ...}}: {exc}'
+                    outbox.put_nowait(_error_event(agent_id, "invalid_request", detail))
                     continue
-                task = tasks.spawn(runner.run(agent_id, command.message, idempotency_key=command.idempotency_key))
-                task.add_done_callback(lambda t: _report_refusal(t, websocket, agent_id))
+                task = streams.start(agent_id, command.message, command.idempotency_key)
+                task.add_done_callback(lambda t: _report_refusal(t, outbox, agent_id))
         except WebSocketDisconnect:
             pass
         finally:
@@ -248,18 +208,22 @@ async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> 
     await websocket.close(code=1013)  # fell too far behind
 
 
-def _report_refusal(task: asyncio.Task[TurnResult], websocket: WebSocket, agent_id: uuid.UUID) -> None:
-    if task.cancelled() or task.exception() is None:
+def _report_refusal(task: asyncio.Task[TurnResult], outbox: asyncio.Queue[Event | None], agent_id: uuid.UUID) -> None:
+    if task.cancelled() or (exc := task.exception()) is None:
         return
-    exc = task.exception()
     if isinstance(exc, EngramError):
-        asyncio.ensure_future(_send_error(websocket, agent_id, exc.code, exc.detail))
+        outbox.put_nowait(_error_event(agent_id, exc.code, exc.detail))
     else:
-        asyncio.ensure_future(_send_error(websocket, agent_id, "turn_failed", f"the turn could not run: {type(exc).__name__}"))
+        outbox.put_nowait(_error_event(agent_id, "turn_failed", f"the turn could not run: {type(exc).__name__}"))
+
+
+def _error_event(agent_id: uuid.UUID, code: str, detail: str) -> ErrorEvent:
+    return ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code=code, detail=detail)
 
 
 async def _send_error(websocket: WebSocket, agent_id: uuid.UUID, code: str, detail: str) -> None:
+    """For the handshake, before the socket has an outbox."""
     try:
-        await websocket.send_text(ErrorEvent(agent_id=agent_id, turn_id=None, seq=0, code=code, detail=detail).model_dump_json())
+        await websocket.send_text(_error_event(agent_id, code, detail).model_dump_json())
     except (RuntimeError, WebSocketDisconnect):
         pass

@@ -9,7 +9,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +42,7 @@ from app.chat.events import (
     TurnStarted,
     Usage,
     event_adapter,
+    turn_status,
 )
 from app.chat.hub import EventHub
 from app.chat.locks import AgentLocks
@@ -70,17 +71,11 @@ NO_TOOL_NUDGE = (
 )
 MAX_NO_TOOL_STEPS = 2
 
-Listener = Callable[[Event], None]
-
 
 @dataclass
 class TurnResult:
     turn_id: uuid.UUID
-    status: str
-    stop_reason: StopReason | None
-    reply: str
-    events: list[Event]
-    usage: Usage
+    events: list[Event]  # in order; a finished turn's last one is turn_completed
 
 
 @dataclass
@@ -89,7 +84,6 @@ class _TurnState:
     turn_id: uuid.UUID
     hub: EventHub
     origin: uuid.UUID
-    listener: Listener | None
     user_seq: int = 0
     memories: str | None = None  # recollections put into the prompt for this turn
     events: list[Event] = field(default_factory=list)
@@ -125,23 +119,10 @@ class _TurnState:
         self.unsaved = self.unsaved[len(saving) :]
         for event in saving:
             self.hub.publish(event)
-            if self.listener:
-                self.listener(event)
 
     @property
     def reply(self) -> str:
         return "\n\n".join(self.sent)
-
-
-def result_of(turn: Turn, events: list[Event]) -> TurnResult:
-    return TurnResult(
-        turn_id=turn.id,
-        status=turn.status,
-        stop_reason=turn.stop_reason,  # type: ignore[arg-type]
-        reply=turn.reply or "",
-        events=events,
-        usage=Usage.model_validate(turn.usage or {}),
-    )
 
 
 class TurnRunner:
@@ -167,8 +148,9 @@ class TurnRunner:
         self.settings = settings
 
     async def run(
-        self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, listener: Listener | None = None
+        self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
     ) -> TurnResult:
+        """Run a turn (its events go to the hub; see chat/stream.py), or return the stored turn of idempotency_key."""
         if self.llm is None:
             raise ServiceUnavailable(
                 "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
@@ -181,7 +163,7 @@ class TurnRunner:
         async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
             if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
                 return existing
-            state = await self._begin(agent_id, message, embedding, idempotency_key, listener)
+            state = await self._begin(agent_id, turn_id or uuid.uuid4(), message, embedding, idempotency_key)
             try:
                 if query_vector is not None:
                     state.memories = await self._recollect(state, message, query_vector)
@@ -204,7 +186,7 @@ class TurnRunner:
             turn = await turns.by_idempotency_key(agent_id, key)
             if turn is None:
                 return None
-            return result_of(turn, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
+            return TurnResult(turn.id, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
 
     async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
         """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""
@@ -219,14 +201,13 @@ class TurnRunner:
             return None
 
     async def _begin(
-        self, agent_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None, listener: Listener | None
+        self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None
     ) -> _TurnState:
         state = _TurnState(
             agent_id=agent_id,
-            turn_id=uuid.uuid4(),
+            turn_id=turn_id,
             hub=self.hub,
             origin=self.origin,
-            listener=listener,
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
         async with state.committing(self.sessions) as session:
@@ -414,16 +395,15 @@ class TurnRunner:
         return sent
 
     async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:
-        status = {"cancelled": "cancelled", "interrupted": "interrupted"}.get(stop, "completed")
         TURNS.labels(stop).inc()
         TURN_STEPS.observe(state.steps)
         state.emit(TurnCompleted, stop_reason=stop, reply=state.reply, usage=state.usage)
         async with state.committing(self.sessions) as session:
             turn = await TurnRepository(session).get(state.agent_id, state.turn_id)
             if turn is not None:
-                turn.status, turn.stop_reason, turn.reply = status, stop, state.reply
+                turn.status, turn.stop_reason, turn.reply = turn_status(stop), stop, state.reply
                 turn.usage, turn.finished_at = state.usage.model_dump(), utcnow()
                 session.add(turn)
             else:
                 state.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
-        return TurnResult(state.turn_id, status, stop, state.reply, state.events, state.usage)
+        return TurnResult(state.turn_id, state.events)

@@ -3,7 +3,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.chat.events import Event, StopReason, Usage
+from app.chat.events import Event, StopReason, TurnCompleted, TurnStatus, Usage, turn_status
 from app.memory.schemas import MessageRead
 from app.request_body import RequestBody
 
@@ -16,11 +16,24 @@ class ChatRequest(RequestBody):
 
 class ChatResponse(BaseModel):
     turn_id: uuid.UUID
-    status: Literal["running", "completed", "interrupted", "cancelled"]
+    status: TurnStatus
     reply: str
     stop_reason: StopReason | None
     events: list[Event]
     usage: Usage
+
+    @classmethod
+    def of(cls, turn_id: uuid.UUID, events: list[Event]) -> "ChatResponse":
+        """A turn as its events tell it; `turn_completed` (always the last event of a finished turn) has the outcome."""
+        done = events[-1] if events and isinstance(events[-1], TurnCompleted) else None
+        return cls(
+            turn_id=turn_id,
+            status=turn_status(done.stop_reason if done else None),
+            reply=done.reply if done else "",
+            stop_reason=done.stop_reason if done else None,
+            events=events,
+            usage=done.usage if done else Usage(),
+        )
 
 
 class WsChat(RequestBody):

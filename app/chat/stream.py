@@ -1,0 +1,66 @@
+"""The one way turn events reach clients. The runner publishes each event to the EventHub once its transaction has
+committed (other replicas' events arrive there through the relay); `POST …/chat` collects a turn's events from
+the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent. A new event type or
+stop reason therefore needs no change here or in the router."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+
+from app.chat.events import Event
+from app.chat.hub import EventHub
+from app.chat.runner import TurnResult, TurnRunner
+from app.chat.tasks import TurnTasks
+
+
+class TurnStreams:
+    def __init__(self, runner: TurnRunner, tasks: TurnTasks, hub: EventHub):
+        self.runner = runner
+        self.tasks = tasks
+        self.hub = hub
+
+    def watch(self, agent_id: uuid.UUID) -> AbstractAsyncContextManager[asyncio.Queue[Event | None]]:
+        """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind)."""
+        return self.hub.subscribe(agent_id)
+
+    def start(self, agent_id: uuid.UUID, message: str, idempotency_key: str | None) -> asyncio.Task[TurnResult]:
+        """Start a turn without following it (the WebSocket follows its agent's whole stream instead)."""
+        return self.tasks.spawn(self.runner.run(agent_id, message, idempotency_key=idempotency_key))
+
+    async def follow(self, agent_id: uuid.UUID, message: str, idempotency_key: str | None) -> AsyncIterator[Event]:
+        """Start a turn and yield its events in order, through `turn_completed`. A refused turn (unknown agent,
+        another turn running, no LLM) raises before the first event; an idempotent replay yields the stored events
+        of the earlier turn (without `turn_completed` when that turn is still running)."""
+        turn_id = uuid.uuid4()
+        async with self.hub.subscribe(agent_id) as queue:
+            # Subscribed before the turn starts, so no event can be published before we listen.
+            task = self.tasks.spawn(self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id))
+            last_seq = -1
+            while (event := await _next_event(queue, task)) is not None:
+                if event.turn_id != turn_id:
+                    continue  # another turn of this agent, e.g. one still finishing when ours queued on the lock
+                yield event
+                last_seq = event.seq
+                if event.type == "turn_completed":
+                    return
+        # The turn's task has ended (or the hub dropped us for falling behind): its result holds what is left.
+        result = await asyncio.shield(task)  # raises the refusal as a normal HTTP error
+        for event in result.events:
+            if result.turn_id != turn_id or event.seq > last_seq:
+                yield event
+
+
+async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:
+    """The next event from the hub, or None once the task has ended and its events are all read. The runner
+    publishes before it returns, so a finished task's events are already queued."""
+    if queue.empty() and not task.done():
+        getter = asyncio.ensure_future(queue.get())
+        try:
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.done() and not getter.cancelled():
+            return getter.result()
+    return queue.get_nowait() if not queue.empty() else None
