@@ -13,13 +13,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
-from app.agents.router import router as agents_router
+from app.api import agents, chat, memory, tenants
 from app.auth.principal import Authenticator
-from app.auth.router import router as admin_router
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
 from app.chat.relay import EventRelay
-from app.chat.router import router as chat_router
 from app.chat.runner import TurnRunner
 from app.chat.stream import TurnStreams
 from app.chat.tasks import TurnTasks
@@ -27,7 +25,6 @@ from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
-from app.memory.router import router as memory_router
 from app.metrics import metrics_endpoint
 from app.observability import RequestContextMiddleware
 from app.runtime import Runtime, runtime
@@ -97,10 +94,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
-    app.include_router(agents_router)
-    app.include_router(memory_router)
-    app.include_router(chat_router)
-    app.include_router(admin_router)
+    for api in (agents, memory, chat, tenants):
+        app.include_router(api.router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

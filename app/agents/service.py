@@ -8,7 +8,7 @@ from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
 from app.errors import NotFound, Unprocessable
 from app.memory.models import MemoryBlock
-from app.memory.schemas import BlockRead
+from app.memory.schemas import block_read
 from app.memory.service import CoreMemory
 from app.models_base import utcnow
 from app.pagination import Page, decode_time_cursor, encode_cursor
@@ -21,18 +21,6 @@ async def find_agent(session: AsyncSession, agent_id: uuid.UUID, *, tenant_id: u
     if agent is None:
         raise NotFound(f"no agent {agent_id}")
     return agent
-
-
-def block_read(block: MemoryBlock) -> BlockRead:
-    return BlockRead(
-        label=block.label,
-        value=block.value,
-        limit=block.char_limit,
-        description=block.description,
-        read_only=block.read_only,
-        version=block.version,
-        updated_at=block.updated_at,
-    )
 
 
 def agent_read(agent: Agent, blocks: Sequence[MemoryBlock]) -> AgentRead:

@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from app.memory.models import Message
+from app.memory.models import MemoryBlock, Message
 from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -111,4 +111,16 @@ def message_read(message: Message, score: float | None = None) -> MessageRead:
         tool_call_id=message.tool_call_id,
         name=message.name,
         score=score,
+    )
+
+
+def block_read(block: MemoryBlock) -> BlockRead:
+    return BlockRead(
+        label=block.label,
+        value=block.value,
+        limit=block.char_limit,
+        description=block.description,
+        read_only=block.read_only,
+        version=block.version,
+        updated_at=block.updated_at,
     )

@@ -2,7 +2,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import (
@@ -17,20 +16,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from app.agents.service import find_agent
+from app.api.deps import AgentDep, SessionDep, SettingsDep, TenantDep
 from app.auth.principal import Principal, presented_key, require_tenant
-from app.chat.context import load_context
-from app.chat.events import ErrorEvent, Event, event_adapter
-from app.chat.repository import TurnRepository
+from app.chat.events import ErrorEvent, Event
 from app.chat.runner import TurnResult
 from app.chat.schemas import (
     ChatRequest,
     ChatResponse,
     ContextRead,
-    ContextTokensRead,
     WsChat,
 )
+from app.chat.service import context_read, stored_turn
 from app.chat.stream import TurnStreams
-from app.deps import AgentDep, SessionDep, SettingsDep, TenantDep
 from app.errors import (
     ERROR_RESPONSES,
     EngramError,
@@ -39,9 +36,6 @@ from app.errors import (
     NotFound,
     TurnErrorBody,
 )
-from app.memory.repository import MessageRepository
-from app.memory.schemas import message_read
-from app.models_base import utcnow
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
@@ -120,30 +114,13 @@ async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator
 @router.get("/turns/{turn_id}")
 async def get_turn(agent: AgentDep, turn_id: uuid.UUID, session: SessionDep) -> ChatResponse:
     """A finished or running turn with every event stored so far (replay)."""
-    turns = TurnRepository(session)
-    turn = await turns.get(agent.id, turn_id)
-    if turn is None:
-        raise NotFound(f"no turn {turn_id} for this agent")
-    events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
-    return ChatResponse.of(turn.id, events)
+    return await stored_turn(session, agent.id, turn_id)
 
 
 @router.get("/context")
 async def get_context(agent: AgentDep, session: SessionDep, settings: SettingsDep) -> ContextRead:
     """What the LLM would see now: the rendered system prompt, the messages in context and their token counts."""
-    view = await load_context(session, agent, settings, now=utcnow())
-    window = view.tokens.window
-    return ContextRead(
-        system_prompt=view.system,
-        summary=agent.summary,
-        messages=[message_read(m) for m in view.messages],
-        messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
-        tokens=ContextTokensRead(
-            **asdict(view.tokens),
-            warn_at=int(settings.context_warn_fraction * window),
-            evict_at=int(settings.context_evict_fraction * window),
-        ),
-    )
+    return await context_read(session, agent, settings)
 
 
 @router.websocket("/ws")

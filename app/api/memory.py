@@ -4,10 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
-from app.agents.service import block_read
-from app.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep
+from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
-from app.memory.hybrid import Mode
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import (
     LABEL_PATTERN,
@@ -21,8 +19,10 @@ from app.memory.schemas import (
     PassageCreate,
     PassageRead,
     RevisionRead,
+    block_read,
     message_read,
 )
+from app.memory.service import Mode
 from app.pagination import Page, decode_seq_cursor, decode_time_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)

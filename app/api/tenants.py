@@ -4,10 +4,10 @@ import uuid
 
 from fastapi import APIRouter, Request, Response
 
+from app.api.deps import AdminDep, SessionDep
 from app.auth.keys import KeyRepository
 from app.auth.models import ApiKey
 from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyRead, TenantCreate, TenantRead
-from app.deps import AdminDep, SessionDep
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
 from app.runtime import runtime

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from app.agents.service import AgentService
-from app.deps import AgentDep, SessionDep, TenantDep
+from app.api.deps import AgentDep, SessionDep, TenantDep
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
 

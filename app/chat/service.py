@@ -1,0 +1,42 @@
+"""What the chat API reads besides running turns: a stored turn (replay) and the context the LLM would see."""
+
+import uuid
+from dataclasses import asdict
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.chat.context import load_context
+from app.chat.events import event_adapter
+from app.chat.repository import TurnRepository
+from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
+from app.errors import NotFound
+from app.memory.repository import MessageRepository
+from app.memory.schemas import message_read
+from app.models_base import utcnow
+from app.settings import Settings
+
+
+async def stored_turn(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.UUID) -> ChatResponse:
+    turns = TurnRepository(session)
+    turn = await turns.get(agent_id, turn_id)
+    if turn is None:
+        raise NotFound(f"no turn {turn_id} for this agent")
+    events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
+    return ChatResponse.of(turn.id, events)
+
+
+async def context_read(session: AsyncSession, agent: Agent, settings: Settings) -> ContextRead:
+    view = await load_context(session, agent, settings, now=utcnow())
+    window = view.tokens.window
+    return ContextRead(
+        system_prompt=view.system,
+        summary=agent.summary,
+        messages=[message_read(m) for m in view.messages],
+        messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
+        tokens=ContextTokensRead(
+            **asdict(view.tokens),
+            warn_at=int(settings.context_warn_fraction * window),
+            evict_at=int(settings.context_evict_fraction * window),
+        ),
+    )
