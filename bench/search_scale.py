@@ -1,18 +1,25 @@
-"""How archival search latency grows with the size of one agent's memory.
+"""How archival search latency grows with the size of one agent's memory, and with the number of agents sharing
+the table.
 
-Agents of 1,000, 10,000 and 100,000 passages share one table (as agents do in production). Passages are synthetic:
-random unit vectors, and 40 lexical tokens drawn from a Zipf law over a 20,000-word vocabulary whose 100 most
-frequent words are left out (stop words never reach `search_text`). They are written with plain INSERTs (the
-embedder is not what is measured here; bench/retrieval.py measures ingest). Each size is searched through
-PassageRepository.hybrid_search, the code the service runs, with 30 random queries per mode (5 Zipf terms each),
-after a warm-up. Printed: p50/p95 per mode and size, and the ratio to vector-only at the same size (same run).
+Two layouts, each in a fresh embedded PostgreSQL:
+- one agent each of `--sizes` passages (default 1,000, 10,000, 100,000), side by side in one table;
+- `--agents` agents of `--per-agent` passages each (e.g. 1,000 x 1,000 = 1M rows), as a real deployment looks.
+Passages are synthetic: random unit vectors, and 40 lexical tokens drawn from a Zipf law over a 20,000-word
+vocabulary whose 100 most frequent words are left out (stop words never reach `search_text`). They are written
+with multi-row INSERTs with the HNSW index dropped, which is then rebuilt once (its build time is printed); the
+embedder is not what is measured here (bench/ingest.py measures ingest). Searches go through
+PassageRepository.hybrid_search, the code the service runs, query embedding excluded: 30 random queries per mode
+(5 Zipf terms each) after a warm-up. Printed: p50/p95 per mode, and the overlap of the vector leg's top 10 with the
+exact top 10 (numpy over the same vectors).
 
-    python bench/search_scale.py                   # sizes 1000 10000 100000: ~12 minutes on 2 cores (mostly HNSW inserts)
-    python bench/search_scale.py --sizes 1000 5000
+    python bench/search_scale.py                                    # ~15 minutes on 2 cores
+    python bench/search_scale.py --sizes 1000 5000 --agents 0
+    python bench/search_scale.py --sizes --agents 1000 --per-agent 1000
 """
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -39,6 +46,7 @@ TERMS_PER_QUERY = 5
 QUERIES = 30
 INSERT_BATCH = 2000
 MODES = ("vector", "text", "hybrid")
+VECTOR_INDEX = "ix_archival_passages_embedding"
 
 rng = np.random.default_rng(0)
 zipf = 1 / np.arange(SKIPPED_TOP_WORDS + 1, SKIPPED_TOP_WORDS + VOCABULARY + 1)
@@ -54,17 +62,17 @@ def unit_vectors(count: int) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-async def fill(sessions, size: int) -> uuid.UUID:
+async def fill(sessions, size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
     async with db.transaction(sessions) as session:
-        agent = Agent(tenant_id=DEFAULT_TENANT_ID, name=f"scale {size}")
+        agent = Agent(tenant_id=DEFAULT_TENANT_ID, name=label)
         session.add(agent)
         await session.flush()
         agent_id = agent.id
+    vectors = unit_vectors(size)
     for start in range(0, size, INSERT_BATCH):
-        count = min(INSERT_BATCH, size - start)
         rows = [
             {"id": uuid.uuid4(), "agent": agent_id, "text": " ".join(words(TOKENS_PER_PASSAGE)), "vector": str(v.tolist())}
-            for v in unit_vectors(count)
+            for v in vectors[start : start + INSERT_BATCH]
         ]
         async with db.transaction(sessions) as session:
             await (await session.connection()).execute(
@@ -74,49 +82,109 @@ async def fill(sessions, size: int) -> uuid.UUID:
                 ),
                 rows,
             )
-    return agent_id
+    return agent_id, vectors
 
 
-async def timed_searches(sessions, agent_id: uuid.UUID, mode: str, queries: list[tuple[list[float], list[str]]]) -> list[float]:
-    out = []
+async def timed_searches(
+    sessions, agent_id: uuid.UUID, mode: str, queries: list[tuple[list[float], list[str]]]
+) -> tuple[list[float], list[list[uuid.UUID]]]:
+    latencies, found = [], []
     for embedding, terms in queries:
         async with sessions() as session:
             started = time.perf_counter()
-            await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
-            out.append((time.perf_counter() - started) * 1000)
-    return out
+            hits = await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
+            latencies.append((time.perf_counter() - started) * 1000)
+            found.append([p.id for p, _ in hits])
+    return latencies, found
 
 
-async def measure(url: str, sizes: list[int]) -> None:
-    engine = db.create_engine(url)
-    sessions = db.session_factory(engine)
-    started = time.perf_counter()
-    agents = {size: await fill(sessions, size) for size in sizes}
+async def stored_vectors(sessions, agent_id: uuid.UUID) -> tuple[list[uuid.UUID], np.ndarray]:
+    async with sessions() as session:
+        rows = (
+            await session.execute(text("SELECT id, embedding FROM archival_passages WHERE agent_id = :a"), {"a": agent_id})
+        ).all()
+    vectors = [json.loads(r.embedding) if isinstance(r.embedding, str) else r.embedding for r in rows]
+    return [r.id for r in rows], np.asarray(vectors, dtype=np.float32)
+
+
+async def overlap(sessions, agent_id: uuid.UUID, queries, found: list[list[uuid.UUID]]) -> float:
+    """Mean share of the exact top 10 (numpy, cosine over the stored vectors) that the vector leg returned."""
+    ids, matrix = await stored_vectors(sessions, agent_id)
+    shares = []
+    for (embedding, _), got in zip(queries, found, strict=True):
+        exact = {ids[i] for i in np.argsort(-(matrix @ np.asarray(embedding, dtype=np.float32)))[:10]}
+        shares.append(len(exact & set(got)) / len(exact))
+    return statistics.mean(shares)
+
+
+async def drop_vector_index(sessions) -> str:
+    """Drop the HNSW index before a bulk load; returns its definition."""
     async with db.transaction(sessions) as session:
-        await (await session.connection()).execute(text("ANALYZE archival_passages"))
-    print(f"Loaded {sum(sizes)} passages into {len(sizes)} agents in {time.perf_counter() - started:.0f}s\n", flush=True)
+        conn = await session.connection()
+        definition = (
+            await conn.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": VECTOR_INDEX})
+        ).scalar_one()
+        await conn.execute(text(f"DROP INDEX {VECTOR_INDEX}"))
+    return definition
+
+
+async def build_vector_index(sessions, definition: str) -> float:
+    """Build the HNSW index back; the seconds it took."""
+    async with db.transaction(sessions) as session:
+        conn = await session.connection()
+        started = time.perf_counter()
+        await conn.execute(text("SET LOCAL maintenance_work_mem = '2GB'"))
+        await conn.execute(text(definition))
+        await conn.execute(text("ANALYZE archival_passages"))
+        return time.perf_counter() - started
+
+
+async def report(sessions, agents: dict[str, uuid.UUID]) -> None:
     queries = [(v.tolist(), list(dict.fromkeys(words(TERMS_PER_QUERY)))) for v in unit_vectors(QUERIES)]
-    print(f"{'passages':>9} | {'mode':7} | {'p50 ms':>7} | {'p95 ms':>7} | p50 / vector p50")
-    for size, agent_id in agents.items():
+    print(f"{'agent':>22} | {'mode':7} | {'p50 ms':>7} | {'p95 ms':>7} | p50 / vector p50 | vector top-10 overlap with exact")
+    for label, agent_id in agents.items():
         p50 = {}
         for mode in MODES:
             await timed_searches(sessions, agent_id, mode, queries[:3])  # warm-up: plans, index pages
-            latencies = sorted(await timed_searches(sessions, agent_id, mode, queries))
+            latencies, found = await timed_searches(sessions, agent_id, mode, queries)
+            latencies.sort()
             p50[mode] = statistics.median(latencies)
             p95 = latencies[int(0.95 * (len(latencies) - 1))]
-            print(f"{size:>9} | {mode:7} | {p50[mode]:7.1f} | {p95:7.1f} | {p50[mode] / p50['vector']:.2f}", flush=True)
+            agreement = f"{await overlap(sessions, agent_id, queries, found):.3f}" if mode == "vector" else ""
+            print(
+                f"{label:>22} | {mode:7} | {p50[mode]:7.1f} | {p95:7.1f} | {p50[mode] / p50['vector']:16.2f} | {agreement}",
+                flush=True,
+            )
+
+
+async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled: int) -> None:
+    engine = db.create_engine(url)
+    sessions = db.session_factory(engine)
+    definition = await drop_vector_index(sessions)
+    started = time.perf_counter()
+    agents = {f"1 of {size:,}": (await fill(sessions, size, f"scale {size}"))[0] for size in sizes}
+    crowd = [(await fill(sessions, per_agent, f"crowd {i}"))[0] for i in range(many)]
+    total = sum(sizes) + many * per_agent
+    print(f"Loaded {total:,} passages into {len(sizes) + many} agents in {time.perf_counter() - started:.0f}s", flush=True)
+    print(f"HNSW index built over {total:,} rows in {await build_vector_index(sessions, definition):.0f}s\n", flush=True)
+    for i in rng.choice(len(crowd), size=min(sampled, len(crowd)), replace=False):
+        agents[f"{i} of {many:,}x{per_agent:,}"] = crowd[i]
+    await report(sessions, agents)
     await engine.dispose()
 
 
-def main(sizes: list[int]) -> None:
+def main(args: argparse.Namespace) -> None:
     server, url = start_database(Path(tempfile.mkdtemp(prefix="engram-scale-")), DIM)
     try:
-        asyncio.run(measure(url, sizes))
+        asyncio.run(measure(url, args.sizes, args.agents, args.per_agent, args.sampled))
     finally:
         server.cleanup()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    main(parser.parse_args().sizes)
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10_000, 100_000], help="one agent of each size")
+    parser.add_argument("--agents", type=int, default=0, help="this many further agents of --per-agent passages")
+    parser.add_argument("--per-agent", type=int, default=1000)
+    parser.add_argument("--sampled", type=int, default=5, help="how many of those agents to search")
+    main(parser.parse_args())

@@ -1,7 +1,8 @@
 """Hybrid retrieval in one SQL statement, shared by archival passages and recall messages.
 
-Candidates: the top rows by cosine distance (HNSW index) and the top rows by BM25 over the lexical tokens (found
-through the GIN index, scored exactly: term and document frequencies counted over the matching rows). Fusion: a
+Candidates: the top rows by cosine distance (an exact scan for small agents, the HNSW index for large ones) and
+the top rows by BM25 over the lexical tokens (found through the GIN index; term frequencies counted in the matching
+rows, document frequencies, counts and lengths read from the statistics triggers keep on write, migration 0005). Fusion: a
 convex combination with equal weights of the cosine, min-max normalised over the candidates, and BM25 as a share
 of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding every term would approach.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import select, text
+from sqlalchemy import Float, column, select, text
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,6 +33,8 @@ from app.memory import lexical
 from app.metrics import SEARCH_SECONDS
 
 CANDIDATES_PER_LIST = 100
+# Agents with fewer documents than this are searched by an exact scan of their rows instead of the HNSW index.
+EXACT_SCAN_BELOW = 10_000
 BM25_K1 = 1.2
 BM25_B = 0.75
 # Rows scored by BM25 at most (those with the best ts_rank): bounds the work for a term that matches everything.
@@ -51,13 +54,22 @@ class Hit:
 
 
 def _nearest(table: str, where: str, limit: int) -> str:
-    """The top `limit` rows by cosine distance to the query (HNSW)."""
+    """The top `limit` rows by cosine distance to the query: an exact scan of the agent's rows (through its
+    agent_id index) while the agent is small, the HNSW index beyond. A filtered HNSW scan of a table shared by many
+    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent.
+    Only one branch runs: the row count is a one-time filter, read from the statistics kept on write."""
+    nearest = "embedding <=> CAST(:embedding AS vector)"
     return f"""
 vec AS (
-    SELECT id FROM {table}
-    WHERE {where} AND embedding IS NOT NULL
-    ORDER BY embedding <=> CAST(:embedding AS vector)
-    LIMIT {limit}
+    (SELECT id FROM {table}
+     WHERE {where} AND embedding IS NOT NULL AND (SELECT n FROM stats) < {EXACT_SCAN_BELOW}
+     ORDER BY ({nearest}) + 0  -- not the indexed expression: the planner cannot take the HNSW index
+     LIMIT {limit})
+    UNION ALL
+    (SELECT id FROM {table}
+     WHERE {where} AND embedding IS NOT NULL AND (SELECT n FROM stats) >= {EXACT_SCAN_BELOW}
+     ORDER BY {nearest}
+     LIMIT {limit})
 )"""
 
 
@@ -78,6 +90,15 @@ pool AS (
 )"""
 
 
+def _statistics(table: str) -> str:
+    """The agent's document count and mean length, kept on write (migration 0005): no scan of its rows."""
+    return f"""
+stats AS (
+    SELECT coalesce(max(docs), 0) AS n, greatest(coalesce(max(tokens)::float8 / nullif(max(docs), 0), 1), 1) AS avgdl
+    FROM lexical_corpus WHERE agent_id = :agent_id AND source = '{table}'
+)"""
+
+
 def _lexical(table: str, where: str, limit: int) -> str:
     """BM25 of the rows matching any query term (scored exactly), and the top `limit` of them."""
     return f"""
@@ -93,21 +114,20 @@ matches AS (
     WHERE w.term = ANY(CAST(:terms AS text[]))
     GROUP BY m.id, w.term
 ), df AS (
-    SELECT term, count(*) AS df FROM tf GROUP BY term
-), corpus AS (
-    SELECT count(*) AS n, greatest(avg(token_count), 1) AS avgdl FROM {table} WHERE {where}
+    SELECT term, df FROM lexical_terms
+    WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
 ), bm25 AS (
     SELECT tf.id, sum(
-        ln(1 + (corpus.n - df.df + 0.5) / (df.df + 0.5))
-        * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / corpus.avgdl))
+        ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
+        * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / stats.avgdl))
     ) AS score
-    FROM tf JOIN df USING (term) JOIN matches m ON m.id = tf.id CROSS JOIN corpus
+    FROM tf JOIN df USING (term) JOIN matches m ON m.id = tf.id CROSS JOIN stats
     GROUP BY tf.id
 ), bound AS (
     -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
     -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
-    SELECT sum(ln(1 + (corpus.n - coalesce(df.df, 0) + 0.5) / (coalesce(df.df, 0) + 0.5))) * {BM25_K1 + 1} AS value
-    FROM unnest(CAST(:terms AS text[])) AS q(term) LEFT JOIN df USING (term) CROSS JOIN corpus
+    SELECT sum(ln(1 + (stats.n - coalesce(df.df, 0) + 0.5) / (coalesce(df.df, 0) + 0.5))) * {BM25_K1 + 1} AS value
+    FROM unnest(CAST(:terms AS text[])) AS q(term) LEFT JOIN df USING (term) CROSS JOIN stats
 ), lex AS (
     SELECT id FROM bm25 ORDER BY score DESC, id LIMIT {limit}
 )"""
@@ -116,12 +136,18 @@ matches AS (
 def _sql(table: str, where: str, mode: Mode) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
-    ctes = [_nearest(table, where, vec_limit), _lexical(table, where, lex_limit), _fused(table, VECTOR_WEIGHT[mode])]
+    ctes = [
+        _statistics(table),
+        _nearest(table, where, vec_limit),
+        _lexical(table, where, lex_limit),
+        _fused(table, VECTOR_WEIGHT[mode]),
+    ]
     return f"""
-WITH {", ".join(ctes)}
-SELECT id, similarity, score FROM fused
-ORDER BY score DESC, similarity DESC, id
-LIMIT :k
+WITH {", ".join(ctes)}, top AS (
+    SELECT id, similarity, score FROM fused ORDER BY score DESC, similarity DESC, id LIMIT :k
+)
+SELECT t.*, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
+ORDER BY top.score DESC, top.similarity DESC, top.id
 """
 
 
@@ -159,14 +185,10 @@ async def hybrid_search(
     await session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     table = model.__tablename__  # type: ignore[attr-defined]
     started = time.perf_counter()
-    hits = [
-        Hit(r.id, float(r.score), float(r.similarity))
-        for r in (await session.execute(text(_sql(table, " AND ".join(where), mode)), params)).all()
-    ]
-    if not hits:
-        SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
-        return []
-    rows = (await session.scalars(select(model).where(model.id.in_([h.id for h in hits])))).all()  # type: ignore[attr-defined]
+    # One round trip: the ranked rows come back whole, with their scores.
+    query = select(model, column("similarity", Float), column("score", Float)).from_statement(
+        text(_sql(table, " AND ".join(where), mode))
+    )
+    found = (await session.execute(query, params)).all()
     SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
-    by_id = {row.id: row for row in rows}  # type: ignore[attr-defined]
-    return [(by_id[h.id], h) for h in hits if h.id in by_id]
+    return [(row, Hit(row.id, score, similarity)) for row, similarity, score in found]  # type: ignore[attr-defined]
