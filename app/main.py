@@ -76,6 +76,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         yield
     finally:
         await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
+        await runner.drain(SHUTDOWN_GRACE_SECONDS)
         sweeper.cancel()
         await relay.stop()
 

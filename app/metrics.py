@@ -1,5 +1,9 @@
 """Prometheus metrics (per process; scrape every replica)."""
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -13,8 +17,23 @@ SEARCH_SECONDS = Histogram(
     "engram_search_seconds", "Hybrid search latency", ["memory"], buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 )
 LOCK_WAIT_SECONDS = Histogram("engram_turn_lock_wait_seconds", "Time a turn waited for its agent's lock", ["outcome"])
+TURN_PHASE_SECONDS = Histogram(
+    "engram_turn_phase_seconds",
+    "Where a turn's time goes: begin (store the message), embed_query, recollect, context, llm, step (tools + commit), finish",
+    ["phase"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
 HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
 
 
 async def metrics_endpoint(_: Request) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+@contextmanager
+def turn_phase(name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        TURN_PHASE_SECONDS.labels(name).observe(time.perf_counter() - started)

@@ -94,7 +94,7 @@ async def timed_searches(
             started = time.perf_counter()
             hits = await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
             latencies.append((time.perf_counter() - started) * 1000)
-            found.append([p.id for p, _ in hits])
+            found.append([m.passage.id for m in hits])
     return latencies, found
 
 

@@ -1,3 +1,4 @@
+import asyncio
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from app import db
 from app.llm.embeddings import Embedder
@@ -108,3 +111,18 @@ def small_context(settings: Settings, embedder: Embedder) -> Iterator[TestClient
     tight = settings.model_copy(update={"context_window_tokens": 3000, "auto_retrieval": False})
     with checked_client(create_app(tight, embedder=embedder)) as client:
         yield client
+
+
+def run_sql(database_url: str, sql: str, params: dict | None = None) -> list:
+    """Run one statement in its own transaction and return its rows (none for a statement without a result)."""
+
+    async def run() -> list:
+        engine = create_async_engine(db.asyncpg_url(database_url))
+        try:
+            async with engine.begin() as conn:
+                result = await conn.execute(text(sql), params or {})
+                return [tuple(row) for row in result.all()] if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())

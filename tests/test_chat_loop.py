@@ -2,6 +2,7 @@
 
 import json
 import time
+import uuid
 
 from fastapi.testclient import TestClient
 
@@ -10,7 +11,7 @@ from app.errors import TurnErrorBody
 from app.main import create_app
 from app.settings import Settings
 from tests.chat_helpers import block_value, chat, event_types, tool_results
-from tests.conftest import checked_client
+from tests.conftest import checked_client, run_sql
 from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 
 
@@ -222,9 +223,15 @@ def test_server_sent_events_stream(client: TestClient, agent: dict, llm: Scripte
     assert len(llm.requests) == 1
 
 
-def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str) -> None:
     llm.reset(tools(call("send_message", text="Kyoto is lovely in autumn")))
     chat(client, agent, "I am planning a trip to Kyoto")
+    # Their vectors are computed after the turn's transactions, off its critical path, and then stored.
+    embedded = "SELECT role FROM messages WHERE agent_id = :a AND embedding IS NOT NULL AND embedding_model IS NOT NULL"
+    deadline = time.monotonic() + 10
+    while {r for (r,) in run_sql(database_url, embedded, {"a": uuid.UUID(agent["id"])})} != {"user", "assistant"}:
+        assert time.monotonic() < deadline, "the turn's messages were not embedded"
+        time.sleep(0.05)
     items = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [m["role"] for m in items] == ["tool", "assistant", "user"]
     assert client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"] == []

@@ -1,14 +1,12 @@
 """The BM25 statistics kept on write (migration 0005) always equal what a full count over the rows gives: after
 inserts, deletes, changed text, turns, and the deletion of the agent."""
 
-import asyncio
 import uuid
 
 from fastapi.testclient import TestClient
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.chat_helpers import chat
+from tests.conftest import run_sql
 from tests.scripted_llm import ScriptedLLM, call, tools
 
 RECOUNT = {
@@ -26,34 +24,13 @@ KEPT = {
 
 def statistics(database_url: str, agent_id: str, table: str) -> tuple[dict, dict]:
     """(kept, recounted) for one agent's table."""
-
-    async def read() -> tuple[dict, dict]:
-        engine = create_async_engine(database_url.replace("postgresql://", "postgresql+asyncpg://", 1))
-        try:
-            async with engine.connect() as conn:
-                out = []
-                for queries in (KEPT, RECOUNT):
-                    corpus = (await conn.execute(text(queries["corpus"].format(table=table)), {"a": uuid.UUID(agent_id)})).all()
-                    terms = (await conn.execute(text(queries["terms"].format(table=table)), {"a": uuid.UUID(agent_id)})).all()
-                    docs = tuple(corpus[0]) if corpus else (0, 0)
-                    out.append({"corpus": docs if docs != (0, 0) else None, "terms": dict(terms)})
-                return out[0], out[1]
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(read())
-
-
-def execute(database_url: str, sql: str, params: dict) -> None:
-    async def run() -> None:
-        engine = create_async_engine(database_url.replace("postgresql://", "postgresql+asyncpg://", 1))
-        try:
-            async with engine.begin() as conn:
-                await conn.execute(text(sql), params)
-        finally:
-            await engine.dispose()
-
-    asyncio.run(run())
+    out = []
+    for queries in (KEPT, RECOUNT):
+        corpus = run_sql(database_url, queries["corpus"].format(table=table), {"a": uuid.UUID(agent_id)})
+        terms = run_sql(database_url, queries["terms"].format(table=table), {"a": uuid.UUID(agent_id)})
+        docs = corpus[0] if corpus else (0, 0)
+        out.append({"corpus": docs if docs != (0, 0) else None, "terms": dict(terms)})
+    return out[0], out[1]
 
 
 def assert_in_step(database_url: str, agent_id: str, table: str) -> dict:
@@ -79,9 +56,9 @@ def test_archival_statistics_follow_every_write(client: TestClient, agent: dict,
     assert kept["corpus"][0] == 2 and kept["terms"]["ken"] == 1 and "mountain" not in kept["terms"]
     # Changed text moves the statistics; an update that leaves the text alone (re-embedding) does not.
     tea = uuid.UUID(batch.json()["items"][2]["id"])
-    execute(database_url, "UPDATE archival_passages SET search_text = 'green tea' WHERE id = :id", {"id": tea})
+    run_sql(database_url, "UPDATE archival_passages SET search_text = 'green tea' WHERE id = :id", {"id": tea})
     assert assert_in_step(database_url, agent["id"], "archival_passages")["terms"]["green"] == 1
-    execute(
+    run_sql(
         database_url, "UPDATE archival_passages SET embedding_model = 'other' WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}
     )
     assert_in_step(database_url, agent["id"], "archival_passages")

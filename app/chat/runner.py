@@ -59,7 +59,7 @@ from app.memory.models import Message
 from app.memory.recollection import recollect
 from app.memory.recollection import render as render_recollections
 from app.memory.repository import MessageRepository
-from app.metrics import TURN_STEPS, TURNS
+from app.metrics import TURN_STEPS, TURNS, turn_phase
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -146,6 +146,7 @@ class TurnRunner:
         self.llm = llm
         self.hub = hub
         self.settings = settings
+        self._embeddings: set[asyncio.Task[None]] = set()
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -158,15 +159,25 @@ class TurnRunner:
             )
         if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
             return existing
-        embedding = await self._embed(message)
-        query_vector = await self._embed(message, as_query=True) if self.settings.auto_retrieval else None
         async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
             if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
                 return existing
-            state = await self._begin(agent_id, turn_id or uuid.uuid4(), message, embedding, idempotency_key)
+            # The query vector is computed (in the embedder's thread) while the user's message is being stored.
+            query = asyncio.ensure_future(self._embed(message, as_query=True)) if self.settings.auto_retrieval else None
             try:
-                if query_vector is not None:
-                    state.memories = await self._recollect(state, message, query_vector)
+                with turn_phase("begin"):
+                    state = await self._begin(agent_id, turn_id or uuid.uuid4(), message, idempotency_key)
+            except BaseException:
+                if query is not None:
+                    query.cancel()
+                raise
+            try:
+                if query is not None:
+                    with turn_phase("embed_query"):
+                        query_vector = await query
+                    if query_vector is not None:
+                        with turn_phase("recollect"):
+                            state.memories = await self._recollect(state, message, query_vector)
                 stop = await self._steps(state)
             except asyncio.CancelledError:
                 await asyncio.shield(self._finish(state, "cancelled"))
@@ -178,7 +189,8 @@ class TurnRunner:
                 )
                 await asyncio.shield(self._finish(state, "interrupted"))
                 raise ServiceUnavailable("the turn was interrupted by an internal error; your message is saved") from exc
-            return await self._finish(state, stop)
+            with turn_phase("finish"):
+                return await self._finish(state, stop)
 
     async def find_by_key(self, agent_id: uuid.UUID, key: str) -> TurnResult | None:
         async with self.sessions() as session:
@@ -187,6 +199,29 @@ class TurnRunner:
             if turn is None:
                 return None
             return TurnResult(turn.id, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
+
+    def _embed_later(self, message_id: uuid.UUID, text: str) -> None:
+        """A stored message's vector is computed after its transaction, while the turn goes on (the LLM's next
+        call overlaps it): no turn waits for it. Until it is stored, recall search finds the message by its words;
+        if the process stops first, `engram reembed` fills it in (the row's embedding_model is still NULL)."""
+        task = asyncio.create_task(self._store_embedding(message_id, text), name=f"embed-message-{message_id}")
+        self._embeddings.add(task)
+        task.add_done_callback(self._embeddings.discard)
+
+    async def _store_embedding(self, message_id: uuid.UUID, text: str) -> None:
+        vector = await self._embed(text)
+        if vector is None:
+            return
+        try:
+            async with transaction(self.sessions) as session:
+                await MessageRepository(session).set_embedding(message_id, vector, self.embedder.model)
+        except Exception:  # the database may be down, or the agent deleted meanwhile
+            log.warning("could not store the embedding of message %s", message_id, exc_info=True)
+
+    async def drain(self, timeout: float) -> None:
+        """At shut-down: let the message embeddings in flight finish."""
+        if self._embeddings:
+            await asyncio.wait(set(self._embeddings), timeout=timeout)
 
     async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
         """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""
@@ -200,9 +235,7 @@ class TurnRunner:
             log.warning("could not embed a message; storing it without an embedding", exc_info=True)
             return None
 
-    async def _begin(
-        self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, embedding: list[float] | None, key: str | None
-    ) -> _TurnState:
+    async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> _TurnState:
         state = _TurnState(
             agent_id=agent_id,
             turn_id=turn_id,
@@ -219,20 +252,20 @@ class TurnRunner:
                     turn_id=turn.id,
                     role="user",
                     content=text,
-                    embedding=embedding,
-                    embedding_model=self.embedder.model if embedding else None,
                     search_text=lexical.search_text(text),
                 )
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text)
+        self._embed_later(user.id, text)
         return state
 
     async def _steps(self, state: _TurnState) -> StopReason:
         assert self.llm is not None
         silent_steps = 0
         for step in range(1, self.settings.max_steps + 1):
-            fitted = await self._fit_context(state)
+            with turn_phase("context"):
+                fitted = await self._fit_context(state)
             if fitted is None:
                 state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
                 return "cancelled"
@@ -240,9 +273,10 @@ class TurnRunner:
             state.steps = step
             llm_messages = view.openai_messages()
             try:
-                completion = await self.llm.complete(
-                    llm_messages, tools.TOOL_SCHEMAS, agent.model, budget_seconds=state.budget_left()
-                )
+                with turn_phase("llm"):
+                    completion = await self.llm.complete(
+                        llm_messages, tools.TOOL_SCHEMAS, agent.model, budget_seconds=state.budget_left()
+                    )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))
                 return "llm_error"
@@ -259,7 +293,9 @@ class TurnRunner:
                     return "invalid_output"
                 continue
             silent_steps = 0
-            if await self._run_calls(state, step, monologue, calls, agent.context_start_seq):
+            with turn_phase("step"):
+                sent = await self._run_calls(state, step, monologue, calls, agent.context_start_seq)
+            if sent:
                 return "end_turn"
         return "max_steps"
 
@@ -352,10 +388,7 @@ class TurnRunner:
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
         )
         recall_text = assistant.recall_text()
-        if recall_text:
-            assistant.search_text = lexical.search_text(recall_text)
-            assistant.embedding = await self._embed(recall_text)
-            assistant.embedding_model = self.embedder.model if assistant.embedding else None
+        assistant.search_text = lexical.search_text(recall_text)
         sent = False
         async with state.committing(self.sessions) as session:
             messages = MessageRepository(session)
@@ -392,6 +425,8 @@ class TurnRunner:
                     state.sent.append(text)
                     state.emit(MessageEvent, step=step, text=text)
                     sent = True
+        if recall_text:
+            self._embed_later(assistant.id, recall_text)
         return sent
 
     async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:

@@ -66,7 +66,7 @@ class ArchivalPassage(SQLModel, table=True):
             postgresql_using="hnsw",
             postgresql_ops={"embedding": "vector_cosine_ops"},
         ),
-        Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
     )
 
@@ -87,7 +87,7 @@ class Message(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_agent_seq", "agent_id", "seq"),
-        Index("ix_messages_tsv", "tsv", postgresql_using="gin"),
+        Index("ix_messages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_messages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
     )
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, delete, func, or_, select, text
+from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Hit, Mode, hybrid_search
@@ -174,6 +174,15 @@ class MessageRepository:
         self.session.add(message)
         await self.session.flush()
         return message
+
+    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+        """Store a message's vector, unless `engram reembed` has given it one of another model meanwhile."""
+        query = (
+            update(Message)
+            .where(Message.id == message_id, Message.embedding_model.is_(None))  # type: ignore[union-attr,arg-type]
+            .values(embedding=embedding, embedding_model=model)
+        )
+        await self.session.execute(query)
 
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
         """Messages with seq >= from_seq, oldest first."""

@@ -1,0 +1,149 @@
+"""Archival search over HTTP against its physical limit, measured in the same run on the same rows.
+
+Store: the LongMemEval_S dev slice, one agent per question (28 agents, 13,869 passages; LoCoMo-sized), ingested
+through ArchivalMemory.add() with vectors from --cache (see bench/retrieval.py; the first run embeds them all).
+1. Engram: `GET /v1/agents/{id}/archival?query=…&k=10` (hybrid) on `engram serve`, a real process on the same
+   database with the default embedder — query embedding included. Sequential p50/p95 over every question x
+   --repeats, then searches/s with 8 concurrent clients.
+2. Physical limit: in this process, the same embedder (`embed_query`) plus one raw pgvector query over asyncpg,
+   `SELECT id … WHERE agent_id = $1 ORDER BY embedding <=> $2 LIMIT 10` — sequential p50/p95 and 8 concurrent
+   clients. The two sides run one after the other, never at once.
+Printed: the figures and the ratios Engram / limit.
+
+    python bench/http_search.py --cache ~/.cache/engram-bench      # ~5 minutes once the cache is warm
+"""
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app import db  # noqa: E402
+from app.llm.embeddings.providers import E5Embedder  # noqa: E402
+from app.settings import available_cpus  # noqa: E402
+from bench.embedding_cache import CachedEmbedder  # noqa: E402
+from bench.retrieval import DEFAULT_DATA, RecordingEmbedder, ingest, load_questions, start_database  # noqa: E402
+from tests.service_process import running_service  # noqa: E402
+
+CONCURRENCY = 8
+RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embedding <=> $2::vector LIMIT 10"
+
+
+async def load(url: str, questions: list[dict], embedder: E5Embedder, cache: Path) -> list[tuple[str, str]]:
+    """(agent id, question) per question, the store filled."""
+    engine = db.create_engine(url)
+    sessions = db.session_factory(engine)
+    cached = CachedEmbedder(embedder, cache)
+    searches = []
+    try:
+        for q in questions:
+            corpus = await ingest(sessions, RecordingEmbedder(cached), q, 128)
+            searches.append((str(corpus.agent_id), q["question"]))
+        cached.save()
+    finally:
+        await engine.dispose()
+    return searches
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), float(np.percentile(values, 95))
+
+
+async def timed(calls: list, concurrency: int) -> tuple[list[float], float]:
+    """Latency of each call (ms) and calls per second, with `concurrency` callers."""
+    latencies: list[float] = []
+    pending = list(calls)
+
+    async def worker() -> None:
+        while pending:
+            call = pending.pop()
+            started = time.perf_counter()
+            await call()
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, len(calls) / (time.perf_counter() - started)
+
+
+async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) -> dict:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+
+        def call(agent_id: str, question: str):
+            async def run() -> None:
+                response = await client.get(f"/v1/agents/{agent_id}/archival", params={"query": question, "k": 10})
+                assert response.status_code == 200 and response.json()["items"], response.text
+
+            return run
+
+        calls = [call(a, q) for a, q in searches]
+        await timed(calls[:5], 1)  # warm-up
+        sequential, _ = await timed(calls * repeats, 1)
+        _, rate = await timed(calls * repeats, CONCURRENCY)
+    return {"sequential": sequential, "rate": rate}
+
+
+async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict:
+    pool = await asyncpg.create_pool(
+        url.replace("postgresql+asyncpg://", "postgresql://", 1), min_size=CONCURRENCY, max_size=CONCURRENCY
+    )
+
+    def call(agent_id: str, question: str):
+        async def run() -> None:
+            vector = await embedder.embed_query(question)
+            async with pool.acquire() as conn:
+                rows = await conn.fetch(RAW_SQL, agent_id, str(vector))
+            assert rows
+
+        return run
+
+    try:
+        calls = [call(a, q) for a, q in searches]
+        await timed(calls[:5], 1)
+        sequential, _ = await timed(calls * repeats, 1)
+        _, rate = await timed(calls * repeats, CONCURRENCY)
+    finally:
+        await pool.close()
+    return {"sequential": sequential, "rate": rate}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--cache", type=Path, required=True, help="the embedding cache of bench/retrieval.py")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    threads = available_cpus()
+    embedder = E5Embedder(threads)
+    questions = load_questions(args.data, None)
+    root = Path(tempfile.mkdtemp(prefix="engram-http-search-"))
+    server, url = start_database(root, embedder.dim)
+    try:
+        searches = asyncio.run(load(url, questions, embedder, args.cache))
+        raw = asyncio.run(raw_side(url, embedder, searches, args.repeats))
+        env = {"DATABASE_URL": url, "ENGRAM_EMBEDDING_THREADS": str(threads), "PATH": os.environ["PATH"]}
+        with running_service(env) as base:
+            served = asyncio.run(engram_side(base, searches, args.repeats))
+    finally:
+        server.cleanup()
+    e50, e95 = percentiles(served["sequential"])
+    r50, r95 = percentiles(raw["sequential"])
+    print(f"{len(searches)} agents, {len(served['sequential'])} searches per side, k=10, embedder threads {threads}")
+    print(f"{'':32} | {'p50 ms':>7} | {'p95 ms':>7} | searches/s x{CONCURRENCY}")
+    print(f"{'Engram over HTTP (hybrid)':32} | {e50:7.1f} | {e95:7.1f} | {served['rate']:8.1f}")
+    print(f"{'limit: embed + raw pgvector':32} | {r50:7.1f} | {r95:7.1f} | {raw['rate']:8.1f}")
+    print(f"{'ratio Engram / limit':32} | {e50 / r50:7.2f} | {e95 / r95:7.2f} | {served['rate'] / raw['rate']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

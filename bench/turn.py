@@ -1,0 +1,125 @@
+"""Per-turn overhead: what a one-step turn costs beyond the LLM's own round trip, and where that time goes.
+
+`engram serve` (a real process on a private embedded PostgreSQL, default embedder) talks to a scripted
+OpenAI-compatible LLM on loopback that answers every request at once with a `send_message` call. The agent holds
+--passages archival passages (LongMemEval turns) so that automatic recollection searches a real store.
+Measured in one run:
+1. Turn: `POST /v1/agents/{id}/chat` over HTTP, --turns turns after 5 warm-up turns (LongMemEval questions as
+   messages), p50/p95.
+2. LLM round trip: the service's own last request to the LLM, sent again from here through the `openai` client,
+   --turns times, p50 — the physical limit of a one-step turn.
+3. Where the time goes: the service's `engram_turn_phase_seconds` and lock-wait histograms (means over the
+   measured turns, from /metrics before and after).
+
+    python bench/turn.py                    # about 3 minutes on 2 cores (most of it embedding the passages)
+"""
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from openai import AsyncOpenAI
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.settings import available_cpus  # noqa: E402
+from bench.retrieval import DEFAULT_DATA, load_questions, turns_of  # noqa: E402
+from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
+from tests.service_process import running_service  # noqa: E402
+
+METRIC = re.compile(
+    r'^(engram_turn_phase_seconds|engram_turn_lock_wait_seconds)_(sum|count)\{(?:phase|outcome)="([^"]+)"\} (\S+)$'
+)
+
+
+def histograms(text: str) -> dict[tuple[str, str], dict[str, float]]:
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for line in text.splitlines():
+        if m := METRIC.match(line):
+            out.setdefault((m[1], m[3]), {})[m[2]] = float(m[4])
+    return out
+
+
+async def run_turns(base: str, agent_id: str, messages: list[str]) -> list[float]:
+    latencies = []
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        for message in messages:
+            started = time.perf_counter()
+            response = await client.post(f"/v1/agents/{agent_id}/chat", json={"message": message})
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200 and response.json()["stop_reason"] == "end_turn", response.text
+    return latencies
+
+
+async def llm_round_trips(url: str, request: dict, n: int) -> list[float]:
+    client = AsyncOpenAI(base_url=url, api_key="bench")
+    latencies = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await client.chat.completions.create(model=request["model"], messages=request["messages"], tools=request["tools"])
+        latencies.append((time.perf_counter() - started) * 1000)
+    await client.close()
+    return latencies
+
+
+async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=600) as client:
+        agent = (await client.post("/v1/agents", json={"name": "turn bench"})).json()
+        for start in range(0, len(passages), 32):
+            items = [{"content": p} for p in passages[start : start + 32]]
+            assert (await client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": items})).status_code == 201
+    await run_turns(base, agent["id"], questions[:5])
+    before = histograms(httpx.get(f"{base}/metrics").text)
+    measured = sorted(await run_turns(base, agent["id"], questions[5 : 5 + turns]))
+    after = histograms(httpx.get(f"{base}/metrics").text)
+    await asyncio.sleep(1)  # the last turn's message embeddings
+    round_trips = sorted(await llm_round_trips(llm.url, llm.requests[-1], turns))
+
+    turn_p50, llm_p50 = statistics.median(measured), statistics.median(round_trips)
+    print(f"{turns} one-step turns over HTTP, {len(passages)} archival passages, embedder threads {available_cpus()}")
+    print(f"turn p50 {turn_p50:.1f} ms, p95 {np.percentile(measured, 95):.1f} ms")
+    print(f"LLM round trip (same request, openai client) p50 {llm_p50:.1f} ms, p95 {np.percentile(round_trips, 95):.1f} ms")
+    print(f"our own time per turn (p50 turn - p50 LLM): {turn_p50 - llm_p50:.1f} ms\n")
+    print("where a turn's time goes (mean per turn, ms):")
+    for key in sorted(after, key=lambda k: -(after[k]["sum"] - before.get(k, {}).get("sum", 0))):
+        spent = after[key]["sum"] - before.get(key, {}).get("sum", 0)
+        name = key[1] if key[0] == "engram_turn_phase_seconds" else f"lock wait ({key[1]})"
+        print(f"  {name:22} {spent / turns * 1000:7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--passages", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=50)
+    args = parser.parse_args()
+    questions_data = load_questions(args.data, None)
+    passages = [t for q in questions_data for t, _ in turns_of(q)][: args.passages]
+    questions = [q["question"] for q in questions_data] * 4
+    llm = ScriptedLLM().start()
+    llm.reset(fallback=tools(call("send_message", text="Noted.")))
+    try:
+        with tempfile.TemporaryDirectory(prefix="engram-turn-") as data_dir:
+            env = {
+                "ENGRAM_DATA_DIR": data_dir,
+                "OPENAI_BASE_URL": llm.url,
+                "OPENAI_API_KEY": "bench",
+                "ENGRAM_LLM_MODEL": "scripted",
+                "PATH": os.environ["PATH"],
+            }
+            with running_service(env) as base:
+                asyncio.run(bench(base, llm, passages, questions, args.turns))
+    finally:
+        llm.stop()
+
+
+if __name__ == "__main__":
+    main()
