@@ -48,6 +48,11 @@ def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
     return EmbeddedPostgres(asyncpg_url(server.get_uri()), server)
 
 
+# Set once per connection rather than per search. Without iterative scans, an HNSW scan filtered to one agent can
+# return fewer rows than asked for.
+SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order"}
+
+
 def create_engine(url: str) -> AsyncEngine:
     # A short connect timeout: while the database is down, requests fail fast with 503 instead of hanging.
     engine = create_async_engine(
@@ -57,7 +62,7 @@ def create_engine(url: str) -> AsyncEngine:
         pool_pre_ping=True,
         pool_recycle=1800,
         pool_timeout=10,
-        connect_args={"timeout": 5},
+        connect_args={"timeout": 5, "server_settings": SESSION_SETTINGS},
     )
     event.listen(engine.sync_engine, "do_connect", _connect)
     return engine

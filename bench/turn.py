@@ -84,7 +84,7 @@ async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: lis
     round_trips = sorted(await llm_round_trips(llm.url, llm.requests[-1], turns))
 
     turn_p50, llm_p50 = statistics.median(measured), statistics.median(round_trips)
-    print(f"{turns} one-step turns over HTTP, {len(passages)} archival passages, embedder threads {available_cpus()}")
+    print(f"{turns} one-step turns over HTTP, {len(passages)} archival passages, {available_cpus()} CPUs")
     print(f"turn p50 {turn_p50:.1f} ms, p95 {np.percentile(measured, 95):.1f} ms")
     print(f"LLM round trip (same request, openai client) p50 {llm_p50:.1f} ms, p95 {np.percentile(round_trips, 95):.1f} ms")
     print(f"our own time per turn (p50 turn - p50 LLM): {turn_p50 - llm_p50:.1f} ms\n")
@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--passages", type=int, default=200)
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--embedding-threads", type=int, default=available_cpus(), help="ENGRAM_EMBEDDING_THREADS of the service")
     args = parser.parse_args()
     questions_data = load_questions(args.data, None)
     passages = [t for q in questions_data for t, _ in turns_of(q)][: args.passages]
@@ -113,6 +114,7 @@ def main() -> None:
                 "OPENAI_BASE_URL": llm.url,
                 "OPENAI_API_KEY": "bench",
                 "ENGRAM_LLM_MODEL": "scripted",
+                "ENGRAM_EMBEDDING_THREADS": str(args.embedding_threads),
                 "PATH": os.environ["PATH"],
             }
             with running_service(env) as base:

@@ -133,7 +133,7 @@ matches AS (
 )"""
 
 
-def _sql(table: str, where: str, mode: Mode) -> str:
+def _sql(table: str, columns: str, where: str, mode: Mode) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     ctes = [
@@ -146,7 +146,7 @@ def _sql(table: str, where: str, mode: Mode) -> str:
 WITH {", ".join(ctes)}, top AS (
     SELECT id, similarity, score FROM fused ORDER BY score DESC, similarity DESC, id LIMIT :k
 )
-SELECT t.*, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
+SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
 ORDER BY top.score DESC, top.similarity DESC, top.id
 """
 
@@ -181,13 +181,13 @@ async def hybrid_search(
     if before:
         where.append("created_at < :before")
         params["before"] = before
-    # Without iterative scans, an HNSW scan filtered to one agent can return fewer rows than asked for.
-    await session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     table = model.__tablename__  # type: ignore[attr-defined]
+    # Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows.
+    columns = ", ".join(f"t.{c.name}" for c in model.__table__.columns if c.name != "embedding")  # type: ignore[attr-defined]
     started = time.perf_counter()
     # One round trip: the ranked rows come back whole, with their scores.
     query = select(model, column("similarity", Float), column("score", Float)).from_statement(
-        text(_sql(table, " AND ".join(where), mode))
+        text(_sql(table, columns, " AND ".join(where), mode))
     )
     found = (await session.execute(query, params)).all()
     SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)

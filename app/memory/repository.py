@@ -7,10 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, delete, func, or_, select, text, update
+from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Hit, Mode, hybrid_search
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+
+# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
+# objects is most of the cost of loading a context's messages. Reading one by accident raises.
+NO_PASSAGE_VECTOR = defer(ArchivalPassage.embedding, raiseload=True)  # type: ignore[arg-type]
+NO_MESSAGE_VECTOR = defer(Message.embedding, raiseload=True)  # type: ignore[arg-type]
 
 
 class BlockRepository:
@@ -76,7 +82,6 @@ class PassageRepository:
         """For each vector, the agent's stored passages within min_similarity, closest first (one statement)."""
         if not vectors:
             return []
-        await self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
         rows = (
             await self.session.execute(
                 text("""
@@ -93,7 +98,11 @@ class PassageRepository:
         ).all()
         if not rows:
             return [[] for _ in vectors]
-        found = (await self.session.scalars(select(ArchivalPassage).where(ArchivalPassage.id.in_({r.id for r in rows})))).all()
+        found = (
+            await self.session.scalars(
+                select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(ArchivalPassage.id.in_({r.id for r in rows}))
+            )
+        ).all()
         by_id = {p.id: p for p in found}
         out: list[list[ArchivalPassage]] = [[] for _ in vectors]
         for row in rows:
@@ -101,7 +110,11 @@ class PassageRepository:
         return out
 
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage | None:
-        query = select(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+        query = (
+            select(ArchivalPassage)
+            .options(NO_PASSAGE_VECTOR)
+            .where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+        )
         return (await self.session.scalars(query)).first()
 
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
@@ -121,7 +134,7 @@ class PassageRepository:
         before: datetime | None = None,
     ) -> Sequence[ArchivalPassage]:
         """Newest first; after_key is the (created_at, id) of the last row of the previous page."""
-        query = select(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id)
+        query = select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(ArchivalPassage.agent_id == agent_id)
         if tags:
             query = query.where(ArchivalPassage.tags.contains(tags))
         if after:
@@ -186,7 +199,7 @@ class MessageRepository:
 
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
         """Messages with seq >= from_seq, oldest first."""
-        query = select(Message).where(Message.agent_id == agent_id, Message.seq >= from_seq)
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(Message.agent_id == agent_id, Message.seq >= from_seq)
         return list((await self.session.scalars(query.order_by(Message.seq))).all())
 
     async def newest(
@@ -199,7 +212,7 @@ class MessageRepository:
         before: datetime | None = None,
     ) -> Sequence[Message]:
         """Newest first; before_seq is the seq of the last message of the previous page."""
-        query = select(Message).where(Message.agent_id == agent_id)
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(Message.agent_id == agent_id)
         if before_seq is not None:
             query = query.where(Message.seq < before_seq)
         if after:
