@@ -29,16 +29,18 @@ from sqlalchemy import Float, column, select, text
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory import lexical
 from app.metrics import SEARCH_SECONDS
 
 CANDIDATES_PER_LIST = 100
 # Agents with fewer documents than this are searched by an exact scan of their rows instead of the HNSW index.
-EXACT_SCAN_BELOW = 10_000
+EXACT_SCAN_BELOW = 20_000
 BM25_K1 = 1.2
 BM25_B = 0.75
 # Rows scored by BM25 at most (those with the best ts_rank): bounds the work for a term that matches everything.
-MAX_LEXICAL_MATCHES = 5000
+MAX_LEXICAL_MATCHES = 2000
+# Candidate rows are found through the rarer query terms only (see `probe`).
+PROBE_MIN_DF = 1000
+PROBE_DF_SHARE = 0.01
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
 
@@ -102,20 +104,29 @@ stats AS (
 def _lexical(table: str, where: str, limit: int) -> str:
     """BM25 of the rows matching any query term (scored exactly), and the top `limit` of them."""
     return f"""
-matches AS (
+df AS (
+    SELECT term, df FROM lexical_terms
+    WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
+), probe AS (
+    -- The terms that find the candidates: those in at most {PROBE_DF_SHARE:.0%} of the agent's documents (all of
+    -- them below {PROBE_MIN_DF:,} documents), or else the rarest one. A row holding only common terms carries
+    -- little BM25, and such rows would be most of the work on a large agent; candidates are scored on every term.
+    SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
+    FROM (
+        SELECT term FROM df WHERE df <= greatest({PROBE_MIN_DF}, {PROBE_DF_SHARE} * (SELECT n FROM stats))
+        UNION (SELECT term FROM df ORDER BY df, term LIMIT 1)
+    ) AS t
+), matches AS (
     SELECT id, search_text, token_count
-    FROM {table}, to_tsquery('simple', :tsquery) AS q
-    WHERE {where} AND :tsquery <> '' AND tsv @@ q
-    ORDER BY ts_rank(tsv, q) DESC
+    FROM {table}, probe
+    WHERE {where} AND probe.q IS NOT NULL AND tsv @@ probe.q
+    ORDER BY ts_rank(tsv, probe.q) DESC
     LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
 ), tf AS (
     SELECT m.id, w.term, count(*) AS tf
     FROM matches m CROSS JOIN LATERAL unnest(string_to_array(m.search_text, ' ')) AS w(term)
     WHERE w.term = ANY(CAST(:terms AS text[]))
     GROUP BY m.id, w.term
-), df AS (
-    SELECT term, df FROM lexical_terms
-    WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
 ), bm25 AS (
     SELECT tf.id, sum(
         ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
@@ -172,7 +183,6 @@ async def hybrid_search(
         "agent_id": agent_id,
         "embedding": str(embedding),
         "k": k,
-        "tsquery": lexical.tsquery_of(terms),
         "terms": terms,
     }
     if after:

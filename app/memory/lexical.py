@@ -72,8 +72,3 @@ MAX_QUERY_TERMS = 64
 def query_terms(text: str) -> list[str]:
     """The distinct tokens of a search query, in order."""
     return list(dict.fromkeys(tokens(text)))[:MAX_QUERY_TERMS]
-
-
-def tsquery_of(terms: list[str]) -> str:
-    """An OR-query over terms in to_tsquery('simple', …) syntax ('' for none: matches nothing)."""
-    return " | ".join("'" + t.replace("'", "").replace("\\", "") + "'" for t in terms)
