@@ -227,7 +227,10 @@ async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled
     started = time.perf_counter()
     await lexical_triggers(sessions, enabled=True)
     print(f"BM25 statistics computed for them in one pass in {time.perf_counter() - started:.0f}s", flush=True)
-    print(f"HNSW index built over {total:,} rows in {await build_vector_index(sessions, definition):.0f}s\n", flush=True)
+    seconds = await build_vector_index(sessions, definition)
+    async with sessions() as session:
+        size = (await session.execute(text(f"SELECT pg_relation_size('{VECTOR_INDEX}')"))).scalar_one()
+    print(f"HNSW index built over {total:,} rows in {seconds:.0f}s: {size / 2**20:,.0f} MiB\n", flush=True)
     for i in rng.choice(len(crowd), size=min(sampled, len(crowd)), replace=False):
         agents[f"{i} of {many:,}x{per_agent:,}"] = crowd[i]
     await report(sessions, agents)

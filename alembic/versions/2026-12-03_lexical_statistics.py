@@ -11,7 +11,7 @@ the agent's tools, an import, a cascade from a deleted agent. Each statement tak
 so concurrent writers to one agent's memory queue there instead of deadlocking on term rows.
 A document is a row with a non-empty `search_text` (tool results and system notes have none).
 
-Vectors in their rows (STORAGE PLAIN): a 384-dimension vector is 1.5 kB, and with a passage's text a row passes
+Vectors in their rows (STORAGE MAIN: inline unless a row could not fit a page otherwise): a 384-dimension vector is 1.5 kB, and with a passage's text a row passes
 the 2 kB TOAST threshold, so PostgreSQL moved the vector, its largest value, out of line (floats do not compress).
 Every distance computed outside the HNSW index — an exact scan, the fused scores — then read it back from the
 TOAST table: 3.7 ms for 1,000 rows, against 0.4 ms inline. Rows stored before keep their layout until rewritten
@@ -37,7 +37,8 @@ depends_on: str | Sequence[str] | None = None
 TABLES = ("archival_passages", "messages")
 
 # Rows of a transition table counted per agent, and their distinct terms per agent.
-DOCS = "SELECT agent_id, count(*) AS docs, sum(token_count) AS tokens FROM {rows} WHERE search_text <> '' GROUP BY agent_id"
+# `{rows}` is a transition table, a table, or a subquery (aliased: PostgreSQL before 16 requires it).
+DOCS = "SELECT agent_id, count(*) AS docs, sum(token_count) AS tokens FROM {rows} AS r WHERE search_text <> '' GROUP BY agent_id"
 TERMS = """
     SELECT agent_id, term, count(*) AS df
     FROM (SELECT DISTINCT r.id, r.agent_id, w.term
@@ -62,8 +63,8 @@ def subtract(rows: str) -> str:
     FROM ({DOCS.format(rows=rows)}) AS s WHERE c.agent_id = s.agent_id AND c.source = TG_TABLE_NAME;
     UPDATE lexical_terms AS t SET df = t.df - s.df FROM ({TERMS.format(rows=rows)}) AS s
     WHERE t.agent_id = s.agent_id AND t.source = TG_TABLE_NAME AND t.term = s.term;
-    DELETE FROM lexical_terms AS t USING (SELECT DISTINCT agent_id FROM {rows} AS r) AS a
-    WHERE t.agent_id = a.agent_id AND t.source = TG_TABLE_NAME AND t.df <= 0;"""
+    DELETE FROM lexical_terms AS t USING ({TERMS.format(rows=rows)}) AS s
+    WHERE t.agent_id = s.agent_id AND t.source = TG_TABLE_NAME AND t.term = s.term AND t.df <= 0;"""
 
 
 # An update counts only for rows whose text changed (re-embedding updates every row and changes none of them).
@@ -82,7 +83,7 @@ TRANSITIONS = {
 
 def upgrade() -> None:
     for table in TABLES:
-        op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE PLAIN")
+        op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN")
         op.execute(f"ALTER INDEX ix_{table}_tsv SET (fastupdate = off)")
         op.execute(f"SELECT gin_clean_pending_list('ix_{table}_tsv')")
     for name, columns in (("lexical_corpus", ("docs", "tokens")), ("lexical_terms", ("df",))):

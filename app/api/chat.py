@@ -1,5 +1,6 @@
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -38,6 +39,7 @@ from app.errors import (
 )
 from app.runtime import runtime
 
+log = logging.getLogger("engram.chat")
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERROR_RESPONSES)
 WS_AUTH_TIMEOUT_SECONDS = 10
 
@@ -109,6 +111,9 @@ async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator
             yield _sse(event)
     except EngramError as exc:  # the turn's task failed after it had started streaming
         yield _sse(_error_event(first.agent_id, exc.code, exc.detail))
+    except Exception as exc:
+        log.exception("streamed turn of agent %s failed", first.agent_id)
+        yield _sse(_error_event(first.agent_id, "turn_failed", f"the turn stopped: {type(exc).__name__}"))
 
 
 @router.get("/turns/{turn_id}")

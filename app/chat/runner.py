@@ -209,19 +209,25 @@ class TurnRunner:
         task.add_done_callback(self._embeddings.discard)
 
     async def _store_embedding(self, message_id: uuid.UUID, text: str) -> None:
-        vector = await self._embed(text)
-        if vector is None:
-            return
         try:
+            vector = await self._embed(text)
+            if vector is None:
+                return
             async with transaction(self.sessions) as session:
                 await MessageRepository(session).set_embedding(message_id, vector, self.embedder.model)
-        except Exception:  # the database may be down, or the agent deleted meanwhile
+        except Exception:  # the database may be down, the agent deleted meanwhile, the embedder broken
             log.warning("could not store the embedding of message %s", message_id, exc_info=True)
 
     async def drain(self, timeout: float) -> None:
-        """At shut-down: let the message embeddings in flight finish."""
-        if self._embeddings:
-            await asyncio.wait(set(self._embeddings), timeout=timeout)
+        """At shut-down: let the message embeddings in flight finish, then cancel what is left (those messages
+        keep a NULL embedding_model, which `engram reembed` fills in)."""
+        if not self._embeddings:
+            return
+        _, pending = await asyncio.wait(set(self._embeddings), timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
 
     async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
         """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""

@@ -43,6 +43,8 @@ class TurnStreams:
                 yield event
                 last_seq = event.seq
                 if event.type == "turn_completed":
+                    # A turn stopped by an internal error raises after its last event: POST answers 503 then.
+                    await asyncio.shield(task)
                     return
         # The turn's task has ended (or the hub dropped us for falling behind): its result holds what is left.
         result = await asyncio.shield(task)  # raises the refusal as a normal HTTP error

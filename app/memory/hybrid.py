@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Float, column, select, text
+from sqlalchemy.orm import defer
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -41,6 +42,8 @@ MAX_LEXICAL_MATCHES = 2000
 # Candidate rows are found through the rarer query terms only (see `probe`).
 PROBE_MIN_DF = 1000
 PROBE_DF_SHARE = 0.01
+# Agents with fewer documents than this match query terms by checking their own rows rather than the GIN index.
+LEXICAL_SCAN_BELOW = 5_000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
 
@@ -81,12 +84,13 @@ def _fused(table: str, vector_weight: float) -> str:
     return f"""
 pool AS (
     SELECT t.id,
-           coalesce(1 - (t.embedding <=> CAST(:embedding AS vector)), 0) AS similarity,
+           1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity,  -- NULL: not embedded (yet)
            coalesce(b.score, 0) AS bm25
     FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
 ), fused AS (
-    SELECT id, similarity,
-           {vector_weight} * coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1)
+    SELECT id, coalesce(similarity, 0) AS similarity,
+           -- a row without a vector gets no vector share, and does not stretch the others' range
+           {vector_weight} * CASE WHEN similarity IS NULL THEN 0 ELSE coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1) END
            + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
     FROM pool
 )"""
@@ -102,26 +106,37 @@ stats AS (
 
 
 def _lexical(table: str, where: str, limit: int) -> str:
-    """BM25 of the rows matching any query term (scored exactly), and the top `limit` of them."""
+    """BM25 of the candidate rows (those holding one of the query's rarer terms, see `probe`), scored on every
+    query term, and the top `limit` of them."""
     return f"""
 df AS (
     SELECT term, df FROM lexical_terms
     WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
 ), probe AS (
-    -- The terms that find the candidates: those in at most {PROBE_DF_SHARE:.0%} of the agent's documents (all of
-    -- them below {PROBE_MIN_DF:,} documents), or else the rarest one. A row holding only common terms carries
-    -- little BM25, and such rows would be most of the work on a large agent; candidates are scored on every term.
+    -- The terms that find the candidates: those in at most max({PROBE_MIN_DF:,}, {PROBE_DF_SHARE:.0%} of the agent's)
+    -- documents (so every term, for an agent under {PROBE_MIN_DF:,} documents), or else the rarest one. A row
+    -- holding only common terms carries little BM25, and such rows would be most of the work on a large agent;
+    -- the candidates are scored on every query term.
     SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
     FROM (
         SELECT term FROM df WHERE df <= greatest({PROBE_MIN_DF}, {PROBE_DF_SHARE} * (SELECT n FROM stats))
         UNION (SELECT term FROM df ORDER BY df, term LIMIT 1)
     ) AS t
 ), matches AS (
-    SELECT id, search_text, token_count
-    FROM {table}, probe
-    WHERE {where} AND probe.q IS NOT NULL AND tsv @@ probe.q
-    ORDER BY ts_rank(tsv, probe.q) DESC
-    LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
+    -- A small agent's rows are checked one by one (through the agent_id index): the GIN index spans every agent,
+    -- and in a table shared by many it returns mostly other agents' rows. One branch runs, as in `vec`.
+    (SELECT id, search_text, token_count
+     FROM {table}, probe
+     WHERE {where} AND probe.q IS NOT NULL AND (SELECT n FROM stats) < {LEXICAL_SCAN_BELOW}
+           AND (tsv @@ probe.q) IS TRUE  -- not an indexable condition: the planner keeps to the agent's rows
+     ORDER BY ts_rank(tsv, probe.q) DESC
+     LIMIT {MAX_LEXICAL_MATCHES if limit else 0})
+    UNION ALL
+    (SELECT id, search_text, token_count
+     FROM {table}, probe
+     WHERE {where} AND probe.q IS NOT NULL AND (SELECT n FROM stats) >= {LEXICAL_SCAN_BELOW} AND tsv @@ probe.q
+     ORDER BY ts_rank(tsv, probe.q) DESC
+     LIMIT {MAX_LEXICAL_MATCHES if limit else 0})
 ), tf AS (
     SELECT m.id, w.term, count(*) AS tf
     FROM matches m CROSS JOIN LATERAL unnest(string_to_array(m.search_text, ' ')) AS w(term)
@@ -196,8 +211,10 @@ async def hybrid_search(
     columns = ", ".join(f"t.{c.name}" for c in model.__table__.columns if c.name != "embedding")  # type: ignore[attr-defined]
     started = time.perf_counter()
     # One round trip: the ranked rows come back whole, with their scores.
-    query = select(model, column("similarity", Float), column("score", Float)).from_statement(
-        text(_sql(table, columns, " AND ".join(where), mode))
+    query = (
+        select(model, column("similarity", Float), column("score", Float))
+        .options(defer(model.embedding, raiseload=True))  # type: ignore[attr-defined]
+        .from_statement(text(_sql(table, columns, " AND ".join(where), mode)))
     )
     found = (await session.execute(query, params)).all()
     SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)

@@ -93,7 +93,7 @@ async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
             for table in VECTOR_INDEXES:
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({embedder.dim}) USING NULL"))
                 # A new type brings the type's default storage back; vectors stay in the row (migration 0005).
-                await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE PLAIN"))
+                await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN"))
         await record_space(conn, embedder.model, complete=False)
     log.info("re-embedding with %s (%d dims)", embedder.model, embedder.dim)
 
