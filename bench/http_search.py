@@ -95,7 +95,10 @@ async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) 
 
 async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict:
     pool = await asyncpg.create_pool(
-        url.replace("postgresql+asyncpg://", "postgresql://", 1), min_size=CONCURRENCY, max_size=CONCURRENCY
+        url.replace("postgresql+asyncpg://", "postgresql://", 1),
+        min_size=CONCURRENCY,
+        max_size=CONCURRENCY,
+        server_settings=db.SESSION_SETTINGS,  # the service's (iterative HNSW scans): same rows come back
     )
 
     def call(agent_id: str, question: str):
