@@ -18,9 +18,9 @@ from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
 from app.chat.relay import EventRelay
-from app.chat.runner import TurnRunner
+from app.chat.runner import TurnResult, TurnRunner
 from app.chat.stream import TurnStreams
-from app.chat.tasks import TurnTasks
+from app.chat.tasks import BackgroundTasks
 from app.errors import install_error_handlers
 from app.llm.chat import ChatLLM
 from app.llm.embeddings import Embedder, build_embedder
@@ -68,7 +68,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
     sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
-    turn_tasks = TurnTasks()
+    turn_tasks: BackgroundTasks[TurnResult] = BackgroundTasks()
     runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin)
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)

@@ -49,6 +49,7 @@ from app.chat.locks import AgentLocks
 from app.chat.models import Turn
 from app.chat.relay import announce
 from app.chat.repository import TurnRepository
+from app.chat.tasks import BackgroundTasks
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.chat import ChatLLM, Completion, ToolCall, decode_arguments
@@ -146,7 +147,7 @@ class TurnRunner:
         self.llm = llm
         self.hub = hub
         self.settings = settings
-        self._embeddings: set[asyncio.Task[None]] = set()
+        self._embeddings: BackgroundTasks[None] = BackgroundTasks()
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -204,9 +205,7 @@ class TurnRunner:
         """A stored message's vector is computed after its transaction, while the turn goes on (the LLM's next
         call overlaps it): no turn waits for it. Until it is stored, recall search finds the message by its words;
         if the process stops first, `engram reembed` fills it in (the row's embedding_model is still NULL)."""
-        task = asyncio.create_task(self._store_embedding(message_id, text), name=f"embed-message-{message_id}")
-        self._embeddings.add(task)
-        task.add_done_callback(self._embeddings.discard)
+        self._embeddings.spawn(self._store_embedding(message_id, text), name=f"embed-message-{message_id}")
 
     async def _store_embedding(self, message_id: uuid.UUID, text: str) -> None:
         try:
@@ -218,16 +217,10 @@ class TurnRunner:
         except Exception:  # the database may be down, the agent deleted meanwhile, the embedder broken
             log.warning("could not store the embedding of message %s", message_id, exc_info=True)
 
-    async def drain(self, timeout: float) -> None:
+    async def drain(self, grace_seconds: float) -> None:
         """At shut-down: let the message embeddings in flight finish, then cancel what is left (those messages
         keep a NULL embedding_model, which `engram reembed` fills in)."""
-        if not self._embeddings:
-            return
-        _, pending = await asyncio.wait(set(self._embeddings), timeout=timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        await self._embeddings.shutdown(grace_seconds)
 
     async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
         """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""

@@ -11,11 +11,11 @@ from contextlib import AbstractAsyncContextManager
 from app.chat.events import Event
 from app.chat.hub import EventHub
 from app.chat.runner import TurnResult, TurnRunner
-from app.chat.tasks import TurnTasks
+from app.chat.tasks import BackgroundTasks
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, tasks: TurnTasks, hub: EventHub):
+    def __init__(self, runner: TurnRunner, tasks: BackgroundTasks[TurnResult], hub: EventHub):
         self.runner = runner
         self.tasks = tasks
         self.hub = hub

@@ -1,29 +1,30 @@
-"""The background tasks turns run in, kept and awaited at shut-down."""
+"""Background tasks kept by reference (an unreferenced task can be garbage-collected mid-run) and settled at
+shut-down: turns (a client that disconnects does not cut a turn in half) and message embeddings."""
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, Generic, TypeVar
 
-from app.chat.runner import TurnResult
+T = TypeVar("T")
 
 
-class TurnTasks:
-    """Turns run as tasks of their own: a client that disconnects does not cut a turn in half."""
-
+class BackgroundTasks(Generic[T]):
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[TurnResult]] = set()
+        self._tasks: set[asyncio.Task[T]] = set()
 
-    def spawn(self, coro: Any) -> asyncio.Task[TurnResult]:
-        task: asyncio.Task[TurnResult] = asyncio.create_task(coro)
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
 
-    def _done(self, task: asyncio.Task[TurnResult]) -> None:
+    def _done(self, task: asyncio.Task[T]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            task.exception()  # retrieved here so that a turn nobody awaited does not log "never retrieved"
+            task.exception()  # retrieved here so that a task nobody awaited does not log "never retrieved"
 
     async def shutdown(self, grace_seconds: float) -> None:
+        """Let the tasks finish within the grace period, then cancel the rest."""
         if not self._tasks:
             return
         _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
