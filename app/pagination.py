@@ -4,6 +4,7 @@ import base64
 import binascii
 import json
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Generic, TypeVar
 
@@ -17,6 +18,14 @@ T = TypeVar("T")
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = None
+
+
+def split_page(
+    rows: Sequence[T], limit: int, position: Callable[[T], tuple[datetime | int, uuid.UUID]]
+) -> tuple[Sequence[T], str | None]:
+    """`rows` fetched with limit + 1: the page, and the cursor of its last row when a further row exists."""
+    page = rows[:limit]
+    return page, (encode_cursor(*position(page[-1])) if len(rows) > limit else None)
 
 
 def encode_cursor(position: datetime | int, row_id: uuid.UUID) -> str:

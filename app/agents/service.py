@@ -11,7 +11,7 @@ from app.memory.models import MemoryBlock
 from app.memory.schemas import block_read
 from app.memory.service import CoreMemory
 from app.models_base import utcnow
-from app.pagination import Page, decode_time_cursor, encode_cursor
+from app.pagination import Page, decode_time_cursor, split_page
 
 
 async def find_agent(session: AsyncSession, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None) -> Agent:
@@ -63,7 +63,6 @@ class AgentService:
 
     async def page(self, tenant_id: uuid.UUID, *, limit: int, cursor: str | None) -> Page[AgentRead]:
         rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
-        page = rows[:limit]
-        next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+        page, next_cursor = split_page(rows, limit, lambda a: (a.created_at, a.id))
         blocks = await self.core.blocks.of_agents([a.id for a in page])
         return Page[AgentRead](items=[agent_read(a, blocks[a.id]) for a in page], next_cursor=next_cursor)

@@ -23,7 +23,7 @@ from app.memory.schemas import (
     message_read,
 )
 from app.memory.service import Mode
-from app.pagination import Page, decode_seq_cursor, decode_time_cursor, encode_cursor
+from app.pagination import Page, decode_seq_cursor, decode_time_cursor, split_page
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
@@ -166,8 +166,7 @@ async def search_or_list_passages(
         after=after,
         before=before,
     )
-    page = rows[:limit]
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+    page, next_cursor = split_page(rows, limit, lambda p: (p.created_at, p.id))
     return Page[PassageRead](items=[passage_read(p) for p in page], next_cursor=next_cursor)
 
 
@@ -209,6 +208,5 @@ async def list_messages(
         return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
     before_seq = decode_seq_cursor(cursor)[0] if cursor else None
     rows = await recall.messages.newest(agent.id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
-    page = rows[:limit]
-    next_cursor = encode_cursor(page[-1].seq or 0, page[-1].id) if len(rows) > limit else None
+    page, next_cursor = split_page(rows, limit, lambda m: (m.seq or 0, m.id))
     return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)
