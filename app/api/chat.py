@@ -109,11 +109,10 @@ async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator
     try:
         async for event in rest:
             yield _sse(event)
-    except EngramError as exc:  # the turn's task failed after it had started streaming
-        yield _sse(_error_event(first.agent_id, exc.code, exc.detail))
-    except Exception as exc:
-        log.exception("streamed turn of agent %s failed", first.agent_id)
-        yield _sse(_error_event(first.agent_id, "turn_failed", f"the turn stopped: {type(exc).__name__}"))
+    except Exception as exc:  # the turn's task failed after it had started streaming
+        if not isinstance(exc, EngramError):
+            log.exception("streamed turn of agent %s failed", first.agent_id)
+        yield _sse(_failure_event(first.agent_id, exc, "the turn stopped"))
 
 
 @router.get("/turns/{turn_id}")
@@ -191,12 +190,15 @@ async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> 
 
 
 def _report_refusal(task: asyncio.Task[TurnResult], outbox: asyncio.Queue[Event | None], agent_id: uuid.UUID) -> None:
-    if task.cancelled() or (exc := task.exception()) is None:
-        return
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        outbox.put_nowait(_failure_event(agent_id, exc, "the turn could not run"))
+
+
+def _failure_event(agent_id: uuid.UUID, exc: BaseException, unexpected: str) -> ErrorEvent:
+    """A failed turn as an event: an EngramError says what it is; anything else is `turn_failed`."""
     if isinstance(exc, EngramError):
-        outbox.put_nowait(_error_event(agent_id, exc.code, exc.detail))
-    else:
-        outbox.put_nowait(_error_event(agent_id, "turn_failed", f"the turn could not run: {type(exc).__name__}"))
+        return _error_event(agent_id, exc.code, exc.detail)
+    return _error_event(agent_id, "turn_failed", f"{unexpected}: {type(exc).__name__}")
 
 
 def _error_event(agent_id: uuid.UUID, code: str, detail: str) -> ErrorEvent:

@@ -12,7 +12,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.events import event_adapter
 from app.chat.hub import EventHub
 from app.chat.repository import TurnRepository
 
@@ -82,6 +81,6 @@ class EventRelay:
     async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
         async with self.sessions() as session:
             stored = await TurnRepository(session).events(turn_id, after_seq=first - 1)
-        for row in stored:
-            if row.seq <= last:
-                self.hub.publish(event_adapter.validate_python(row.payload))
+        for event in stored:
+            if event.seq <= last:
+                self.hub.publish(event)

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.chat.events import Event, event_adapter
 from app.chat.models import Turn, TurnEvent
 
 
@@ -31,9 +32,10 @@ class TurnRepository:
         self.session.add_all([TurnEvent(turn_id=turn_id, seq=e["seq"], agent_id=agent_id, payload=e) for e in events])
         await self.session.flush()
 
-    async def events(self, turn_id: uuid.UUID, after_seq: int = -1) -> Sequence[TurnEvent]:
+    async def events(self, turn_id: uuid.UUID, after_seq: int = -1) -> list[Event]:
+        """The turn's stored events after `after_seq`, in order, typed."""
         query = select(TurnEvent).where(TurnEvent.turn_id == turn_id, TurnEvent.seq > after_seq).order_by(TurnEvent.seq)
-        return (await self.session.scalars(query)).all()
+        return [event_adapter.validate_python(row.payload) for row in (await self.session.scalars(query)).all()]
 
     async def running(self) -> Sequence[Turn]:
         return (await self.session.scalars(select(Turn).where(Turn.status == "running"))).all()

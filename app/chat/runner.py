@@ -41,7 +41,6 @@ from app.chat.events import (
     TurnCompleted,
     TurnStarted,
     Usage,
-    event_adapter,
     turn_status,
 )
 from app.chat.hub import EventHub
@@ -199,7 +198,7 @@ class TurnRunner:
             turn = await turns.by_idempotency_key(agent_id, key)
             if turn is None:
                 return None
-            return TurnResult(turn.id, [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)])
+            return TurnResult(turn.id, await turns.events(turn.id))
 
     def _embed_later(self, message_id: uuid.UUID, text: str) -> None:
         """A stored message's vector is computed after its transaction, while the turn goes on (the LLM's next

@@ -7,7 +7,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.chat.context import load_context
-from app.chat.events import event_adapter
 from app.chat.repository import TurnRepository
 from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
 from app.errors import NotFound
@@ -22,8 +21,7 @@ async def stored_turn(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.
     turn = await turns.get(agent_id, turn_id)
     if turn is None:
         raise NotFound(f"no turn {turn_id} for this agent")
-    events = [event_adapter.validate_python(e.payload) for e in await turns.events(turn.id)]
-    return ChatResponse.of(turn.id, events)
+    return ChatResponse.of(turn.id, await turns.events(turn.id))
 
 
 async def context_read(session: AsyncSession, agent: Agent, settings: Settings) -> ContextRead:
