@@ -61,21 +61,26 @@ class Hit:
 def _nearest(table: str, where: str, limit: int) -> str:
     """The top `limit` rows by cosine distance to the query: an exact scan of the agent's rows (through its
     agent_id index) while the agent is small, the HNSW index beyond. A filtered HNSW scan of a table shared by many
-    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent.
-    Only one branch runs: the row count is a one-time filter, read from the statistics kept on write."""
+    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent."""
     nearest = "embedding <=> CAST(:embedding AS vector)"
-    return f"""
-vec AS (
-    (SELECT id FROM {table}
-     WHERE {where} AND embedding IS NOT NULL AND (SELECT n FROM stats) < {EXACT_SCAN_BELOW}
-     ORDER BY ({nearest}) + 0  -- not the indexed expression: the planner cannot take the HNSW index
-     LIMIT {limit})
-    UNION ALL
-    (SELECT id FROM {table}
-     WHERE {where} AND embedding IS NOT NULL AND (SELECT n FROM stats) >= {EXACT_SCAN_BELOW}
-     ORDER BY {nearest}
-     LIMIT {limit})
-)"""
+    branches = _by_agent_size(
+        f"SELECT id FROM {table} WHERE {where} AND embedding IS NOT NULL",
+        EXACT_SCAN_BELOW,
+        # not the indexed expression, so the planner cannot take the HNSW index
+        small=("true", f"({nearest}) + 0"),
+        large=("true", nearest),
+        limit=limit,
+    )
+    return f"\nvec AS (\n{branches}\n)"
+
+
+def _by_agent_size(select: str, below: int, *, small: tuple[str, str], large: tuple[str, str], limit: int) -> str:
+    """One subquery in two versions, (condition, order) for agents under `below` documents and from there on.
+    Only one branch runs: the document count (kept on write) is a one-time filter, so the other is never scanned."""
+    return "\n    UNION ALL\n".join(
+        f"    ({select}\n     AND (SELECT n FROM stats) {op} {below} AND {condition}\n     ORDER BY {order}\n     LIMIT {limit})"
+        for op, (condition, order) in (("<", small), (">=", large))
+    )
 
 
 def _fused(table: str, vector_weight: float) -> str:
@@ -107,7 +112,17 @@ stats AS (
 
 def _lexical(table: str, where: str, limit: int) -> str:
     """BM25 of the candidate rows (those holding one of the query's rarer terms, see `probe`), scored on every
-    query term, and the top `limit` of them."""
+    query term, and the top `limit` of them. A small agent's rows are checked one by one (through the agent_id
+    index): the GIN index spans every agent, and in a table shared by many it returns mostly other agents' rows."""
+    probed = "ts_rank(tsv, probe.q) DESC"
+    matches = _by_agent_size(
+        f"SELECT id, search_text, token_count FROM {table}, probe WHERE {where} AND probe.q IS NOT NULL",
+        LEXICAL_SCAN_BELOW,
+        # `IS TRUE` makes the condition unindexable, so the planner keeps to the agent's rows
+        small=("(tsv @@ probe.q) IS TRUE", probed),
+        large=("tsv @@ probe.q", probed),
+        limit=MAX_LEXICAL_MATCHES if limit else 0,
+    )
     return f"""
 df AS (
     SELECT term, df FROM lexical_terms
@@ -123,20 +138,7 @@ df AS (
         UNION (SELECT term FROM df ORDER BY df, term LIMIT 1)
     ) AS t
 ), matches AS (
-    -- A small agent's rows are checked one by one (through the agent_id index): the GIN index spans every agent,
-    -- and in a table shared by many it returns mostly other agents' rows. One branch runs, as in `vec`.
-    (SELECT id, search_text, token_count
-     FROM {table}, probe
-     WHERE {where} AND probe.q IS NOT NULL AND (SELECT n FROM stats) < {LEXICAL_SCAN_BELOW}
-           AND (tsv @@ probe.q) IS TRUE  -- not an indexable condition: the planner keeps to the agent's rows
-     ORDER BY ts_rank(tsv, probe.q) DESC
-     LIMIT {MAX_LEXICAL_MATCHES if limit else 0})
-    UNION ALL
-    (SELECT id, search_text, token_count
-     FROM {table}, probe
-     WHERE {where} AND probe.q IS NOT NULL AND (SELECT n FROM stats) >= {LEXICAL_SCAN_BELOW} AND tsv @@ probe.q
-     ORDER BY ts_rank(tsv, probe.q) DESC
-     LIMIT {MAX_LEXICAL_MATCHES if limit else 0})
+{matches}
 ), tf AS (
     SELECT m.id, w.term, count(*) AS tf
     FROM matches m CROSS JOIN LATERAL unnest(string_to_array(m.search_text, ' ')) AS w(term)
