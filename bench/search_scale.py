@@ -21,6 +21,7 @@ exact top 10 (numpy over the same vectors).
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import statistics
 import sys
@@ -28,6 +29,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from sqlalchemy import text
@@ -154,22 +156,18 @@ async def lexical_triggers(sessions, *, enabled: bool) -> None:
         for event in ("insert", "delete", "update"):
             await conn.execute(text(f"ALTER TABLE archival_passages {action} TRIGGER archival_passages_lexical_{event}"))
         if enabled:
-            await conn.execute(
-                text(
-                    "INSERT INTO lexical_corpus (agent_id, source, docs, tokens) "
-                    "SELECT agent_id, 'archival_passages', count(*), sum(token_count) FROM archival_passages "
-                    "WHERE search_text <> '' GROUP BY agent_id"
-                )
-            )
-            await conn.execute(
-                text(
-                    "INSERT INTO lexical_terms (agent_id, source, term, df) "
-                    "SELECT agent_id, 'archival_passages', term, count(*) FROM ("
-                    "  SELECT DISTINCT p.id, p.agent_id, w.term FROM archival_passages p, "
-                    "  unnest(string_to_array(p.search_text, ' ')) AS w(term) WHERE p.search_text <> '') AS d "
-                    "GROUP BY agent_id, term"
-                )
-            )
+            for statement in _statistics_migration().backfill("archival_passages"):
+                await conn.execute(text(statement))
+
+
+def _statistics_migration() -> ModuleType:
+    """Migration 0005 as a module (alembic/versions is not a package)."""
+    path = Path(__file__).resolve().parent.parent / "alembic" / "versions" / "2026-12-03_lexical_statistics.py"
+    spec = importlib.util.spec_from_file_location("lexical_statistics_migration", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 async def drop_vector_index(sessions) -> str:

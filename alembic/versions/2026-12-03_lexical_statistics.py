@@ -14,8 +14,8 @@ A document is a row with a non-empty `search_text` (tool results and system note
 Vectors in their rows (STORAGE MAIN: inline unless a row could not fit a page otherwise): a 384-dimension vector is 1.5 kB, and with a passage's text a row passes
 the 2 kB TOAST threshold, so PostgreSQL moved the vector, its largest value, out of line (floats do not compress).
 Every distance computed outside the HNSW index — an exact scan, the fused scores — then read it back from the
-TOAST table: 3.7 ms for 1,000 rows, against 0.4 ms inline. Rows stored before keep their layout until rewritten
-(`engram reembed` rewrites them).
+TOAST table: 3.7 ms for 1,000 rows, against 0.4 ms inline. Rows stored before keep their layout until they are
+updated (a re-embedding to another model updates every row).
 
 Full-text indexes without the GIN pending list (fastupdate off): with it, new entries wait in an unsorted list
 that every search scans until a vacuum merges it — 4-5 ms per search on a freshly written 14,000-row table,
@@ -81,6 +81,17 @@ TRANSITIONS = {
 }
 
 
+def backfill(table: str) -> list[str]:
+    """The statistics of the rows already stored in `table`, counted in one pass (also bench/search_scale.py's
+    bulk load)."""
+    return [
+        f"INSERT INTO lexical_corpus (agent_id, source, docs, tokens) "
+        f"SELECT agent_id, '{table}', docs, tokens FROM ({DOCS.format(rows=table)}) AS s",
+        f"INSERT INTO lexical_terms (agent_id, source, term, df) "
+        f"SELECT agent_id, '{table}', term, df FROM ({TERMS.format(rows=table)}) AS s",
+    ]
+
+
 def upgrade() -> None:
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN")
@@ -106,15 +117,8 @@ def upgrade() -> None:
                 f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} "
                 f"REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
             )
-        # The rows already stored.
-        op.execute(
-            f"INSERT INTO lexical_corpus (agent_id, source, docs, tokens) "
-            f"SELECT agent_id, '{table}', docs, tokens FROM ({DOCS.format(rows=table)}) AS s"
-        )
-        op.execute(
-            f"INSERT INTO lexical_terms (agent_id, source, term, df) "
-            f"SELECT agent_id, '{table}', term, df FROM ({TERMS.format(rows=table)}) AS s"
-        )
+        for statement in backfill(table):
+            op.execute(statement)
 
 
 def downgrade() -> None:
