@@ -8,7 +8,9 @@ through ArchivalMemory.add() with vectors from --cache (see bench/retrieval.py; 
 2. Physical limit: in this process, the same embedder (`embed_query`) plus one raw pgvector query over asyncpg,
    `SELECT id … WHERE agent_id = $1 ORDER BY embedding <=> $2 LIMIT 10` — sequential p50/p95 and 8 concurrent
    clients. The two sides run one after the other, never at once.
-Printed: the figures and the ratios Engram / limit.
+Printed: the figures and the ratios Engram / limit; then where Engram's time goes — sequential p50 of the query
+embedding alone, the raw query alone and the service's hybrid statement alone (same rows, same connection
+settings), and EXPLAIN ANALYZE of both statements for one question.
 
     python bench/http_search.py --cache ~/.cache/engram-bench      # ~5 minutes once the cache is warm
 """
@@ -20,23 +22,30 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import asyncpg
 import httpx
 import numpy as np
+from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app import db  # noqa: E402
 from app.llm.embeddings.providers import E5Embedder  # noqa: E402
+from app.memory import lexical  # noqa: E402
+from app.memory.hybrid import search_statement  # noqa: E402
+from app.memory.models import ArchivalPassage  # noqa: E402
 from app.settings import available_cpus  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
+from bench.explain import explain  # noqa: E402
 from bench.retrieval import DEFAULT_DATA, RecordingEmbedder, ingest, load_questions, start_database  # noqa: E402
 from tests.service_process import running_service  # noqa: E402
 
 CONCURRENCY = 8
 RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embedding <=> $2::vector LIMIT 10"
+RAW_SQL_NAMED = RAW_SQL.replace("$1", ":agent_id").replace("$2::vector", "CAST(:embedding AS vector)")
 
 
 async def load(url: str, questions: list[dict], embedder: E5Embedder, cache: Path) -> list[tuple[str, str]]:
@@ -120,6 +129,44 @@ async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str
     return {"sequential": sequential, "rate": rate}
 
 
+async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, str]]) -> list[str]:
+    """Sequential p50 of each part on its own, and the two statements explained for the first question."""
+    engine = db.create_engine(url)
+    sessions = db.session_factory(engine)
+    searches = [(uuid.UUID(a), q) for a, q in searches]  # type: ignore[misc]
+    vectors = [await embedder.embed_query(q) for _, q in searches]
+    embed_ms, raw_ms, hybrid_ms = [], [], []
+    try:
+        for (agent_id, question), vector in zip(searches, vectors, strict=True):
+            started = time.perf_counter()
+            await embedder.embed_query(question)
+            embed_ms.append((time.perf_counter() - started) * 1000)
+            sql, params = search_statement(ArchivalPassage, agent_id, embedding=vector, terms=lexical.query_terms(question), k=10)
+            async with sessions() as session:
+                conn = await session.connection()
+                for statement, values, into in (
+                    (RAW_SQL_NAMED, {"agent_id": agent_id, "embedding": str(vector)}, raw_ms),
+                    (sql, params, hybrid_ms),
+                ):
+                    started = time.perf_counter()
+                    (await conn.execute(text(statement), values)).all()
+                    into.append((time.perf_counter() - started) * 1000)
+        (agent_id, question), vector = searches[0], vectors[0]
+        sql, params = search_statement(ArchivalPassage, agent_id, embedding=vector, terms=lexical.query_terms(question), k=10)
+        async with sessions() as session:
+            plans = [
+                "raw pgvector query: " + await explain(session, RAW_SQL_NAMED, {"agent_id": agent_id, "embedding": str(vector)}),
+                "hybrid statement: " + await explain(session, sql, params),
+            ]
+    finally:
+        await engine.dispose()
+    return [
+        f"parts alone, sequential p50: query embedding {statistics.median(embed_ms):.1f} ms, raw pgvector query "
+        f"{statistics.median(raw_ms):.1f} ms, Engram's hybrid statement {statistics.median(hybrid_ms):.1f} ms",
+        *plans,
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -134,6 +181,7 @@ def main() -> None:
     try:
         searches = asyncio.run(load(url, questions, embedder, args.cache))
         raw = asyncio.run(raw_side(url, embedder, searches, args.repeats))
+        parts = asyncio.run(breakdown(url, embedder, searches))
         env = {"DATABASE_URL": url, "ENGRAM_EMBEDDING_THREADS": str(threads), "PATH": os.environ["PATH"]}
         with running_service(env) as base:
             served = asyncio.run(engram_side(base, searches, args.repeats))
@@ -146,6 +194,7 @@ def main() -> None:
     print(f"{'Engram over HTTP (hybrid)':32} | {e50:7.1f} | {e95:7.1f} | {served['rate']:8.1f}")
     print(f"{'limit: embed + raw pgvector':32} | {r50:7.1f} | {r95:7.1f} | {raw['rate']:8.1f}")
     print(f"{'ratio Engram / limit':32} | {e50 / r50:7.2f} | {e95 / r95:7.2f} | {served['rate'] / raw['rate']:8.2f}")
+    print("\n".join(["", *parts]))
 
 
 if __name__ == "__main__":

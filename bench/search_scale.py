@@ -11,7 +11,7 @@ with multi-row INSERTs with the HNSW index dropped, which is then rebuilt once (
 embedder is not what is measured here (bench/ingest.py measures ingest). Searches go through
 PassageRepository.hybrid_search, the code the service runs, query embedding excluded: 30 random queries per mode
 (5 Zipf terms each) after a warm-up. Printed: p50/p95 per mode (the vector leg also at hnsw.ef_search 40, 100, 200),
-and the overlap of the vector leg's top 10 with the
+EXPLAIN ANALYZE of one hybrid search per agent (planning, execution, the costliest plan nodes), and the overlap of the vector leg's top 10 with the
 exact top 10 (numpy over the same vectors).
 
     python bench/search_scale.py                                    # ~15 minutes on 2 cores
@@ -39,7 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app import db  # noqa: E402
 from app.agents.models import Agent  # noqa: E402
 from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
+from app.memory.hybrid import search_statement  # noqa: E402
+from app.memory.models import ArchivalPassage  # noqa: E402
 from app.memory.repository import PassageRepository  # noqa: E402
+from bench.explain import explain  # noqa: E402
 from bench.retrieval import start_database  # noqa: E402
 
 DIM = 384
@@ -128,6 +131,13 @@ async def timed_searches(
     return latencies, found
 
 
+async def explained(sessions, agent_id: uuid.UUID, query: tuple[list[float], list[str]]) -> str:
+    embedding, terms = query
+    sql, params = search_statement(ArchivalPassage, agent_id, embedding=embedding, terms=terms, k=10)
+    async with sessions() as session:
+        return await explain(session, sql, params)
+
+
 async def stored_vectors(sessions, agent_id: uuid.UUID) -> tuple[list[uuid.UUID], np.ndarray]:
     async with sessions() as session:
         rows = (
@@ -210,6 +220,7 @@ async def report(sessions, agents: dict[str, uuid.UUID]) -> None:
                 f"{label:>22} | {name:13} | {p50[name]:7.1f} | {p95:7.1f} | {p50[name] / p50['vector']:16.2f} | {agreement}",
                 flush=True,
             )
+        print(f"{label:>22} | hybrid, EXPLAIN ANALYZE of one query: " + await explained(sessions, agent_id, queries[0]))
 
 
 async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled: int) -> None:

@@ -179,8 +179,7 @@ ORDER BY top.score DESC, top.similarity DESC, top.id
 """
 
 
-async def hybrid_search(
-    session: AsyncSession,
+def search_statement(
     model: type[Row],
     agent_id: uuid.UUID,
     *,
@@ -192,8 +191,9 @@ async def hybrid_search(
     after: datetime | None = None,
     before: datetime | None = None,
     mode: Mode = "hybrid",
-) -> list[tuple[Row, Hit]]:
-    """`where`: extra trusted SQL conditions over the table, their values bound through `params`."""
+) -> tuple[str, dict[str, Any]]:
+    """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE).
+    `where`: extra trusted SQL conditions over the table, their values bound through `params`."""
     where = ["agent_id = :agent_id", *(where or [])]
     params = {
         **(params or {}),
@@ -211,13 +211,19 @@ async def hybrid_search(
     table = model.__tablename__  # type: ignore[attr-defined]
     # Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows.
     columns = ", ".join(f"t.{c.name}" for c in model.__table__.columns if c.name != "embedding")  # type: ignore[attr-defined]
+    return _sql(table, columns, " AND ".join(where), mode), params
+
+
+async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.UUID, **search: Any) -> list[tuple[Row, Hit]]:
+    """The ranked rows of `model` for one agent; `search`: the keyword arguments of `search_statement`."""
+    sql, params = search_statement(model, agent_id, **search)
     started = time.perf_counter()
     # One round trip: the ranked rows come back whole, with their scores.
     query = (
         select(model, column("similarity", Float), column("score", Float))
         .options(defer(model.embedding, raiseload=True))  # type: ignore[attr-defined]
-        .from_statement(text(_sql(table, columns, " AND ".join(where), mode)))
+        .from_statement(text(sql))
     )
     found = (await session.execute(query, params)).all()
-    SEARCH_SECONDS.labels(table).observe(time.perf_counter() - started)
+    SEARCH_SECONDS.labels(model.__tablename__).observe(time.perf_counter() - started)  # type: ignore[attr-defined]
     return [(row, Hit(row.id, score, similarity)) for row, similarity, score in found]  # type: ignore[attr-defined]

@@ -1,0 +1,81 @@
+"""At 1,000 agents sharing the tables, an agent's search returns only its own rows — through both routes of the
+hybrid statement (exact scan / own-row text match for small agents, HNSW / GIN for large ones), with every other
+agent's rows as close to the query as its own."""
+
+import asyncio
+import uuid
+
+import pytest
+
+from app import db
+from app.auth.models import DEFAULT_TENANT_ID
+from app.memory import hybrid
+from app.memory.repository import PassageRepository
+from app.settings import E5_DIM
+from tests.conftest import create_database, run_sql
+
+AGENTS = 1000
+PASSAGES_PER_AGENT = 12
+K = 10
+
+# Every passage shares the words "shared memory"; agent n's also hold "agentN". Vectors: one common direction plus
+# a small per-passage wobble, so every row of every agent is near the query.
+FILL = f"""
+WITH agents AS (
+    INSERT INTO agents (id, tenant_id, name, context_start_seq, created_at, updated_at)
+    SELECT gen_random_uuid(), :tenant, 'crowd ' || n, 0, now(), now() FROM generate_series(1, {AGENTS}) AS n
+    RETURNING id, name
+)
+INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at)
+SELECT gen_random_uuid(), a.id, 'shared memory ' || a.name, 'shared memory agent' || split_part(a.name, ' ', 2),
+       (SELECT ('[' || string_agg((1 + 0.05 * sin(p * 7 + d * 13 + length(a.name)))::text, ',') || ']')::vector
+        FROM generate_series(1, {E5_DIM}) AS d),
+       'synthetic', '{{}}', now()
+FROM agents a, generate_series(1, {PASSAGES_PER_AGENT}) AS p
+"""
+
+
+@pytest.fixture(scope="module")
+def crowded_database(postgres_server: object) -> str:
+    url = create_database(postgres_server, f"engram_crowd_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, E5_DIM)
+    run_sql(url, FILL, {"tenant": DEFAULT_TENANT_ID})
+    run_sql(url, "ANALYZE")
+    return url
+
+
+def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, int]:
+    """(rows of another agent returned, searches that came back short of K) over one search per agent, each
+    asking for its own rows' common words and another agent's marker word."""
+    query = [1.0] * E5_DIM
+
+    async def run() -> tuple[int, int]:
+        engine = db.create_engine(url)
+        sessions = db.session_factory(engine)
+        foreign = short = 0
+        try:
+            for i, (agent_id, _) in enumerate(agents):
+                bait = agents[(i + 1) % len(agents)][1]
+                async with sessions() as session:
+                    matches = await PassageRepository(session).hybrid_search(
+                        agent_id, embedding=query, terms=["shared", "memory", f"agent{bait}"], k=K
+                    )
+                foreign += sum(m.passage.agent_id != agent_id for m in matches)
+                short += len(matches) < K
+        finally:
+            await engine.dispose()
+        return foreign, short
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("route", ["small agents: exact scan, own-row text match", "large agents: HNSW, GIN"])
+def test_search_never_returns_another_agents_rows(crowded_database: str, route: str, monkeypatch) -> None:
+    if route.startswith("large"):
+        monkeypatch.setattr(hybrid, "EXACT_SCAN_BELOW", 0)
+        monkeypatch.setattr(hybrid, "LEXICAL_SCAN_BELOW", 0)
+    rows = run_sql(crowded_database, "SELECT id, split_part(name, ' ', 2) FROM agents WHERE name LIKE 'crowd %'")
+    assert len(rows) == AGENTS
+    foreign, short = foreign_hits(crowded_database, rows)
+    assert foreign == 0
+    assert short == 0  # each agent finds K of its own rows: the filter is not hiding a failed search
