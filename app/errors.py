@@ -1,4 +1,5 @@
-"""One error base with its HTTP status, one JSON shape: {"error": code, "detail": text}."""
+"""One error base with its HTTP status, one JSON shape: {"error": code, "detail": text} — except on the
+OpenAI-compatible routes, where clients expect OpenAI's {"error": {"message", "type", "param", "code"}}."""
 
 import logging
 import uuid
@@ -14,6 +15,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("engram.errors")
 DATABASE_RETRY_AFTER_SECONDS = 5
+# Routes that answer errors in OpenAI's shape (app/api/openai_compat.py).
+OPENAI_SHAPED_PATHS = ("/v1/chat/completions", "/v1/models")
 
 
 class ErrorBody(BaseModel):
@@ -115,48 +118,60 @@ def rejected_as_data(exc: DBAPIError) -> bool:
     return str(getattr(exc.orig, "sqlstate", "") or "").startswith("22")
 
 
-def _database_unavailable(exc: BaseException) -> JSONResponse:
+def openai_error(status_code: int, code: str, detail: str) -> dict[str, Any]:
+    """OpenAI's error object (what its SDKs parse into `APIError.code` / `.type` / `.message`)."""
+    kind = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}.get(status_code)
+    kind = kind or ("server_error" if status_code >= 500 else "invalid_request_error")
+    return {"error": {"message": detail, "type": kind, "param": None, "code": code}}
+
+
+def _respond(request: Request, status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    if request.url.path.startswith(OPENAI_SHAPED_PATHS):
+        # OpenAI answers invalid input with 400 (its SDKs raise BadRequestError), not 422.
+        status_code = 400 if status_code == 422 else status_code
+        body = openai_error(status_code, body["error"], body["detail"])
+    return JSONResponse(body, status_code=status_code, headers=headers)
+
+
+def _database_unavailable(request: Request, exc: BaseException) -> JSONResponse:
     log.warning("database unavailable: %s", type(exc).__name__)
-    return JSONResponse(
-        _body("database_unavailable", "the database is unreachable; retry shortly"),
-        status_code=503,
-        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
-    )
+    body = _body("database_unavailable", "the database is unreachable; retry shortly")
+    return _respond(request, 503, body, {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)})
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(EngramError)
-    async def _engram(_: Request, exc: EngramError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+    async def _engram(request: Request, exc: EngramError) -> JSONResponse:
+        return _respond(request, exc.status_code, exc.body(), exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(_body("invalid_request", _format_validation(list(exc.errors()))), status_code=422)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _respond(request, 422, _body("invalid_request", _format_validation(list(exc.errors()))))
 
     @app.exception_handler(DBAPIError)
-    async def _database(_: Request, exc: DBAPIError) -> JSONResponse:
+    async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
         if rejected_as_data(exc):
-            return JSONResponse(_body("invalid_request", f"the input cannot be stored: {exc.orig}"), status_code=422)
+            return _respond(request, 422, _body("invalid_request", f"the input cannot be stored: {exc.orig}"))
         if isinstance(exc, IntegrityError):
-            return JSONResponse(_body("conflict", "a concurrent request changed the same thing; retry"), status_code=409)
+            return _respond(request, 409, _body("conflict", "a concurrent request changed the same thing; retry"))
         if database_unreachable(exc):
-            return _database_unavailable(exc)
+            return _database_unavailable(request, exc)
         log.error("database error", exc_info=exc)
-        return JSONResponse(_body("internal_error", "the request failed on a database error"), status_code=500)
+        return _respond(request, 500, _body("internal_error", "the request failed on a database error"))
 
     @app.exception_handler(PoolTimeout)
-    async def _pool(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return _database_unavailable(exc)
+    async def _pool(request: Request, exc: PoolTimeout) -> JSONResponse:
+        return _database_unavailable(request, exc)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("unhandled error", exc_info=exc)
-        return JSONResponse(_body("internal_error", "an unexpected error occurred; it has been logged"), status_code=500)
+        return _respond(request, 500, _body("internal_error", "an unexpected error occurred; it has been logged"))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
-        return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+        return _respond(request, exc.status_code, _body(code, str(exc.detail)), exc.headers)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
-from app.api import agents, chat, memory, tenants
+from app.api import agents, chat, memory, openai_compat, tenants
 from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
-    for api in (agents, memory, chat, tenants):
+    for api in (agents, memory, chat, openai_compat, tenants):
         app.include_router(api.router)
 
     @app.get("/healthz", tags=["ops"])

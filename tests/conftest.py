@@ -19,6 +19,7 @@ from app.settings import E5_DIM, Settings, available_cpus
 from tests.scripted_llm import ScriptedLLM
 
 LOOPBACK = ("127.0.0.1", 50000)
+ADMIN_KEY = "admin-" + "k" * 32
 
 
 @pytest.fixture(scope="session")
@@ -126,3 +127,31 @@ def run_sql(database_url: str, sql: str, params: dict | None = None) -> list:
             await engine.dispose()
 
     return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def keyed_database(postgres_server: object) -> str:
+    url = create_database(postgres_server, f"engram_auth_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, E5_DIM)
+    return url
+
+
+@pytest.fixture
+def keyed(keyed_database: str, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
+    settings = Settings(
+        database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m"
+    )
+    with checked_client(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
+        yield client
+
+
+def admin(key: str = ADMIN_KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def tenant_with_key(client: TestClient, name: str) -> tuple[str, str]:
+    tenant = client.post("/v1/admin/tenants", json={"name": name}, headers=admin())
+    assert tenant.status_code == 201, tenant.text
+    issued = client.post(f"/v1/admin/tenants/{tenant.json()['id']}/keys", json={"name": "ci"}, headers=admin())
+    assert issued.status_code == 201
+    return tenant.json()["id"], issued.json()["key"]

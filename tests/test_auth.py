@@ -3,7 +3,6 @@ isolation on every agent endpoint (another tenant's agent is a 404)."""
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,11 +13,9 @@ from app import db
 from app.auth.keys import hash_key
 from app.llm.embeddings import Embedder
 from app.main import create_app
-from app.settings import E5_DIM, Settings
-from tests.conftest import checked_client, create_database
-from tests.scripted_llm import ScriptedLLM
+from app.settings import Settings
+from tests.conftest import admin, checked_client, tenant_with_key
 
-ADMIN_KEY = "admin-" + "k" * 32
 BODIES = {
     ("PATCH", "/v1/agents/{agent_id}"): {"name": "stolen"},
     ("POST", "/v1/agents/{agent_id}/chat"): {"message": "hi"},
@@ -26,34 +23,6 @@ BODIES = {
     ("POST", "/v1/agents/{agent_id}/archival"): {"content": "x"},
     ("POST", "/v1/agents/{agent_id}/archival/batch"): {"items": [{"content": "x"}]},
 }
-
-
-@pytest.fixture(scope="module")
-def keyed_database(postgres_server: object) -> str:
-    url = create_database(postgres_server, f"engram_auth_{uuid.uuid4().hex[:8]}")
-    db.run_migrations(url, E5_DIM)
-    return url
-
-
-@pytest.fixture
-def keyed(keyed_database: str, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
-    settings = Settings(
-        database_url=keyed_database, admin_key=ADMIN_KEY, openai_base_url=llm.url, openai_api_key="t", llm_model="m"
-    )
-    with checked_client(create_app(settings, embedder=embedder), client=("10.1.2.3", 40000)) as client:
-        yield client
-
-
-def admin(key: str = ADMIN_KEY) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def tenant_with_key(client: TestClient, name: str) -> tuple[str, str]:
-    tenant = client.post("/v1/admin/tenants", json={"name": name}, headers=admin())
-    assert tenant.status_code == 201, tenant.text
-    issued = client.post(f"/v1/admin/tenants/{tenant.json()['id']}/keys", json={"name": "ci"}, headers=admin())
-    assert issued.status_code == 201
-    return tenant.json()["id"], issued.json()["key"]
 
 
 def test_keys_are_shown_once_and_revocable(keyed: TestClient) -> None:

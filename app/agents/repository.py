@@ -21,6 +21,14 @@ class AgentRepository:
             query = query.with_for_update()
         return (await self.session.scalars(query)).first()
 
+    async def named(self, tenant_id: uuid.UUID, name: str) -> Sequence[Agent]:
+        query = select(Agent).where(Agent.tenant_id == tenant_id, Agent.name == name)
+        return (await self.session.scalars(query.order_by(Agent.created_at, Agent.id).limit(2))).all()
+
+    async def every(self, tenant_id: uuid.UUID) -> Sequence[Agent]:
+        query = select(Agent).where(Agent.tenant_id == tenant_id).order_by(Agent.created_at, Agent.id)
+        return (await self.session.scalars(query)).all()
+
     async def add(self, agent: Agent) -> Agent:
         self.session.add(agent)
         await self.session.flush()

@@ -6,7 +6,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
-from app.errors import NotFound, Unprocessable
+from app.errors import Conflict, NotFound, Unprocessable
 from app.memory.models import MemoryBlock
 from app.memory.schemas import block_read
 from app.memory.service import CoreMemory
@@ -21,6 +21,25 @@ async def find_agent(session: AsyncSession, agent_id: uuid.UUID, *, tenant_id: u
     if agent is None:
         raise NotFound(f"no agent {agent_id}")
     return agent
+
+
+async def find_agent_by_reference(session: AsyncSession, reference: str, *, tenant_id: uuid.UUID) -> Agent:
+    """An agent named by its id or, failing that, by its name (OpenAI clients name their `model`); a name two
+    agents share is refused rather than guessed."""
+    try:
+        return await find_agent(session, uuid.UUID(reference), tenant_id=tenant_id)
+    except ValueError:
+        pass
+    found = await AgentRepository(session).named(tenant_id, reference)
+    if not found:
+        raise NotFound(f"no agent with the id or name {reference!r}")
+    if len(found) > 1:
+        raise Conflict(f"more than one agent is named {reference!r}: use its id")
+    return found[0]
+
+
+async def tenant_agents(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[Agent]:
+    return await AgentRepository(session).every(tenant_id)
 
 
 def agent_read(agent: Agent, blocks: Sequence[MemoryBlock]) -> AgentRead:

@@ -76,10 +76,12 @@ class Authenticator:
                 return Principal(DEFAULT_TENANT_ID, admin=True)
             async with self._sessions() as session:
                 record = await KeyRepository(session).active(key)
-            if record is None:
+            if record is not None:
+                return Principal(record.tenant_id)
+            if await self.keys_configured():
                 raise Unauthorized("the API key is invalid or revoked")
-            return Principal(record.tenant_id)
-        if await self.keys_configured():
+            # No keys exist yet: a key stands for nothing (OpenAI clients always send one), loopback decides.
+        elif await self.keys_configured():
             raise Unauthorized("an API key is required: send `Authorization: Bearer <key>` or `X-API-Key: <key>`")
         if client_host not in LOOPBACK_HOSTS:
             raise Forbidden(
