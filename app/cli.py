@@ -1,9 +1,10 @@
-"""`engram serve`, `engram migrate`, `engram openapi`."""
+"""`engram serve`, `engram migrate`, `engram keys`, `engram reembed`, `engram mcp`, `engram openapi`."""
 
 import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -131,6 +132,42 @@ def _reembed(_: argparse.Namespace) -> None:
     print(f"re-embedded {result.passages} passages and {result.messages} messages with {embedder.model} ({embedder.dim} dims)")
 
 
+def _mcp(args: argparse.Namespace) -> None:
+    """Serve MCP over stdin/stdout, with the service's runtime (database, embedder, LLM) in this process. Only the
+    protocol goes to stdout; logs go to stderr."""
+    import signal
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    from app.api.mcp import stdio_mcp_server
+    from app.errors import EngramError
+    from app.main import create_app
+    from app.runtime import Runtime, runtime
+
+    app = create_app()
+
+    @asynccontextmanager
+    async def started() -> AsyncIterator[Runtime]:
+        async with app.router.lifespan_context(app):
+            yield runtime(app)
+
+    async def serve() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)  # shut the runtime down cleanly
+        await stdio_mcp_server(started, args.key).run_stdio_async()
+
+    try:
+        asyncio.run(serve())
+    except* EngramError as refused:  # e.g. an invalid key: say why, on stderr
+        reason: BaseException = refused
+        while isinstance(reason, BaseExceptionGroup):  # the SDK's task groups nest it
+            reason = reason.exceptions[0]
+        raise SystemExit(f"engram mcp: {reason}") from None
+    except* (asyncio.CancelledError, KeyboardInterrupt):
+        pass
+
+
 def _openapi(args: argparse.Namespace) -> None:
     from app.main import create_app
 
@@ -160,6 +197,13 @@ def main(argv: list[str] | None = None) -> None:
     revoke.add_argument("key_id")
     revoke.set_defaults(run=_keys_revoke)
     sub.add_parser("reembed", help="embed all stored memory again with the configured embedder").set_defaults(run=_reembed)
+    mcp = sub.add_parser("mcp", help="serve Engram's memory to an MCP client over stdio")
+    mcp.add_argument(
+        "--key",
+        default=os.environ.get("ENGRAM_API_KEY") or None,
+        help="act for this API key's tenant (default: $ENGRAM_API_KEY; without one: the default tenant)",
+    )
+    mcp.set_defaults(run=_mcp)
     spec = sub.add_parser("openapi", help="write the OpenAPI document")
     spec.add_argument("--output", default="openapi.json")
     spec.set_defaults(run=_openapi)

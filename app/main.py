@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
-from app.api import agents, chat, memory, openai_compat, tenants
+from app.api import agents, chat, mcp, memory, openai_compat, tenants
 from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
@@ -73,7 +73,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
     try:
-        yield
+        async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
+            yield
     finally:
         await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
         await runner.drain(SHUTDOWN_GRACE_SECONDS)
@@ -95,6 +96,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
+    app.state.mcp = mcp.McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/api/mcp.py)
+    app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     for api in (agents, memory, chat, openai_compat, tenants):
         app.include_router(api.router)
 

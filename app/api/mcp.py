@@ -1,0 +1,357 @@
+"""Engram's memory as an MCP server (the `mcp` SDK's MCPServer): tools to list agents, read and edit core memory,
+insert and search archival memory, search the conversation history and chat; a resource template for the blocks.
+
+Two transports, one set of tools over the same services as the HTTP routes:
+- streamable HTTP at `/mcp` on the service (McpEndpoint): every request is authenticated like any other route, so
+  keys and tenants are the API's; stateless (no MCP session kept between requests), so a request may reach any
+  replica and a session id cannot be replayed with another tenant's key;
+- stdio (`engram mcp`, stdio_mcp_server): one local process acting for the default tenant, or for a key's tenant."""
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from app.agents.models import Agent
+from app.agents.service import find_agent, tenant_agents
+from app.api.memory import passage_read
+from app.auth.models import DEFAULT_TENANT_ID
+from app.auth.principal import Forbidden, Principal, Unauthorized, presented_key, require_tenant
+from app.chat.events import ErrorEvent, StopReason
+from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
+from app.db import transaction
+from app.errors import EngramError, NotFound
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_PASSAGE_CHARS, MAX_TAGS, BlockRead, PassageRead, block_read
+from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
+from app.runtime import Runtime, runtime
+
+INSTRUCTIONS = """Engram gives AI agents long-term memory. Each agent has three memories: core memory (a few short,
+labelled blocks the agent always sees, e.g. `persona` and `human`), archival memory (passages it searches when it
+needs them, no size limit) and recall memory (every message ever exchanged with it). Call list_agents first: every
+other tool takes an agent's id. Read core memory before editing it, and put details that are not needed in every
+conversation into archival memory instead."""
+
+log = logging.getLogger("engram.mcp")
+CALLER_KEY = "engram.mcp.caller"  # where McpEndpoint leaves the authenticated caller in the ASGI scope
+
+# The SDK logs each stateless request ("Terminating session: None") at INFO; Engram's access log has them already.
+for _name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a tool call acts for, and with what."""
+
+    runtime: Runtime
+    principal: Principal
+
+
+CallerOf = Callable[[Context], Caller]
+
+AgentId = Annotated[uuid.UUID, Field(description="the agent's id (from list_agents)")]
+Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="the block's label, e.g. `human` or `persona`")]
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="what to look for, in any language")]
+K = Annotated[int, Field(ge=1, le=100, description="at most this many results")]
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+
+
+class AgentSummary(BaseModel):
+    id: uuid.UUID
+    name: str
+    created_at: datetime
+
+
+class AgentList(BaseModel):
+    agents: list[AgentSummary]
+
+
+class CoreMemoryBlocks(BaseModel):
+    blocks: list[BlockRead]
+
+
+class PassageList(BaseModel):
+    passages: list[PassageRead]
+
+
+class ConversationHit(BaseModel):
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    created_at: datetime
+    turn_id: uuid.UUID | None
+    score: float = Field(description="relevance, 0..1")
+
+
+class ConversationHits(BaseModel):
+    messages: list[ConversationHit]
+
+
+class ChatReply(BaseModel):
+    reply: str = Field(description="what the agent said to the user (its send_message texts)")
+    turn_id: uuid.UUID
+    stop_reason: StopReason | None = Field(description="end_turn: a normal reply; anything else: the turn was cut short")
+
+
+def _tool_error(exc: EngramError) -> Exception:
+    return ToolError(f"{exc.code}: {exc.detail}")
+
+
+def _resource_error(exc: EngramError) -> Exception:
+    return ResourceNotFoundError(exc.detail) if isinstance(exc, NotFound) else ResourceError(exc.detail)
+
+
+@asynccontextmanager
+async def _agent_scope(
+    caller: Caller, agent_id: uuid.UUID, fail: Callable[[EngramError], Exception] = _tool_error
+) -> AsyncIterator[tuple[AsyncSession, Agent]]:
+    """One transaction, and the agent looked up for the caller's tenant exactly as the HTTP routes do (another
+    tenant's agent is not found); Engram's errors become the MCP error the model or client reads."""
+    try:
+        async with transaction(caller.runtime.sessions) as session:
+            yield session, await find_agent(session, agent_id, tenant_id=caller.principal.tenant_id)
+    except EngramError as exc:
+        raise fail(exc) from exc
+
+
+def build_server(
+    caller_of: CallerOf, lifespan: Callable[[MCPServer], AbstractAsyncContextManager[Any]] | None = None
+) -> MCPServer:
+    """The tools and resources; `caller_of` says whom a request acts for (per HTTP request, or the stdio process)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        server: MCPServer = MCPServer("engram", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
+    finally:  # MCPServer() calls logging.basicConfig (a handler and INFO on the root logger): logging stays Engram's
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_agents(ctx: Context) -> AgentList:
+        """List the agents you can use, with their ids. Every other tool takes an agent's id: call this first when
+        you do not have one."""
+        caller = caller_of(ctx)
+        async with transaction(caller.runtime.sessions) as session:
+            agents = await tenant_agents(session, caller.principal.tenant_id)
+        return AgentList(agents=[AgentSummary(id=a.id, name=a.name, created_at=a.created_at) for a in agents])
+
+    @server.tool(annotations=READ_ONLY)
+    async def read_core_memory(agent_id: AgentId, ctx: Context) -> CoreMemoryBlocks:
+        """Read an agent's core memory: the few short blocks it sees in every conversation (e.g. `persona`: who the
+        agent is; `human`: what it knows about its user). Each block has a label, its value, a character limit and
+        a version; pass that version as `expected_version` to edit_core_memory_block so that an edit made since
+        you read it is not overwritten."""
+        async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
+            return CoreMemoryBlocks(blocks=[block_read(b) for b in await CoreMemory(session).blocks_of(agent.id)])
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False))
+    async def edit_core_memory_block(
+        agent_id: AgentId,
+        label: Label,
+        value: Annotated[str, Field(description="the block's complete new text (it replaces the old value)")],
+        ctx: Context,
+        expected_version: Annotated[
+            int | None, Field(ge=0, description="the version you read; the edit is refused if the block has changed since")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(ge=1, le=MAX_BLOCK_LIMIT, description="a new character limit for the block, if it must grow")
+        ] = None,
+    ) -> BlockRead:
+        """Rewrite one of an agent's core memory blocks. This replaces the whole value, it does not append: send the
+        complete new text, keeping what should stay. The agent reads core memory in every conversation, so keep it
+        short and factual; put longer or occasional facts into archival memory (insert_archival_memory). Give
+        `expected_version` (from read_core_memory) to be safe against concurrent edits: if the block has moved on,
+        the edit is refused; read it again and redo the edit. Only existing blocks can be edited. Returns the block
+        with its new version."""
+        async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
+            core = CoreMemory(session)
+            labels = [b.label for b in await core.blocks_of(agent.id)]
+            if label not in labels:  # a misspelt label must not create a block
+                raise ToolError(f"not_found: the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
+            block, _ = await core.write(agent.id, label, value, source="api", expected_version=expected_version, limit=limit)
+            return block_read(block)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+    async def insert_archival_memory(
+        agent_id: AgentId,
+        content: Annotated[str, Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the passage to store")],
+        ctx: Context,
+        tags: Annotated[
+            list[str] | None, Field(max_length=MAX_TAGS, description="optional lower-case tags, to filter searches by later")
+        ] = None,
+    ) -> PassageRead:
+        """Store a passage in an agent's archival memory: long-term storage without a size limit that the agent
+        searches when it needs to (it is not in every conversation, unlike core memory). One self-contained fact or
+        note per passage (say "Aiko's daughter Mei was born in 2019") is found best later. A passage that differs
+        from a stored one only in punctuation, spacing or case is not stored twice: the stored one comes back with
+        `duplicate: true`."""
+        caller = caller_of(ctx)
+        async with _agent_scope(caller, agent_id) as (session, agent):
+            [stored] = await ArchivalMemory(session, caller.runtime.embedder).add(agent.id, [(content, tags or [])])
+            return passage_read(stored.passage, duplicate=stored.duplicate)
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_archival_memory(
+        agent_id: AgentId,
+        query: Query,
+        ctx: Context,
+        k: K = 10,
+        tags: Annotated[list[str] | None, Field(max_length=MAX_TAGS, description="only passages with all these tags")] = None,
+    ) -> PassageList:
+        """Search an agent's archival memory by meaning and by words at once (vector similarity and full-text
+        ranking, fused). Returns up to k passages, best first, each with a relevance score from 0 to 1. Phrase the
+        query as the fact you are looking for ("where does the user work"); any language works."""
+        caller = caller_of(ctx)
+        async with _agent_scope(caller, agent_id) as (session, agent):
+            matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, query, k=k, tags=tags)
+            return PassageList(passages=[passage_read(m.passage, m.score, m.similarity) for m in matches])
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_conversation_history(agent_id: AgentId, query: Query, ctx: Context, k: K = 10) -> ConversationHits:
+        """Search everything an agent and its users have said to each other (recall memory), including
+        conversations long gone from the agent's context window, by meaning and by words. Returns up to k user
+        and assistant messages, best first, with when they were said and the turn they belong to."""
+        caller = caller_of(ctx)
+        async with _agent_scope(caller, agent_id) as (session, agent):
+            hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, query, k=k)
+            return ConversationHits(
+                messages=[
+                    ConversationHit(role=m.role, content=m.content, created_at=m.created_at, turn_id=m.turn_id, score=h.score)
+                    for m, h in hits
+                ]
+            )
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True))
+    async def chat_with_agent(
+        agent_id: AgentId,
+        message: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="what the user says")],
+        ctx: Context,
+    ) -> ChatReply:
+        """Send a message to an agent as its user and get its reply. This runs one full turn of the agent: it may
+        search and update its own memory before it answers, and it remembers the exchange. Returns what it said,
+        the turn's id and why the turn stopped. A turn calls the agent's language model and can take a while; an
+        agent runs one turn at a time, so a busy agent answers with a conflict (retry shortly)."""
+        caller = caller_of(ctx)
+        async with _agent_scope(caller, agent_id):
+            pass  # a short transaction of its own: none stays open while the turn runs (as POST …/chat)
+        try:
+            events = [event async for event in caller.runtime.turn_streams.follow(agent_id, message, None)]
+        except EngramError as exc:  # refused: another turn running, no LLM configured, …
+            raise _tool_error(exc) from exc
+        turn_id = events[0].turn_id
+        assert turn_id is not None
+        turn = ChatResponse.of(turn_id, events)
+        if turn.stop_reason == "llm_error":
+            detail = next((e.detail for e in events if isinstance(e, ErrorEvent)), "the LLM failed")
+            raise ToolError(f"llm_error: {detail} (the message is saved with turn {turn_id})")
+        return ChatReply(reply=turn.reply, turn_id=turn_id, stop_reason=turn.stop_reason)
+
+    @server.resource(
+        "engram://agents/{agent_id}/blocks/{label}",
+        name="core-memory-block",
+        description="The current value of one core memory block of an agent (labels: see the read_core_memory tool).",
+        mime_type="text/plain",
+    )
+    async def core_memory_block(agent_id: str, label: str, ctx: Context) -> str:
+        try:
+            agent_uuid = uuid.UUID(agent_id)
+        except ValueError:
+            raise ResourceNotFoundError(f"no agent {agent_id}") from None
+        async with _agent_scope(caller_of(ctx), agent_uuid, _resource_error) as (session, agent):
+            return (await CoreMemory(session).get(agent.id, label)).value
+
+    return server
+
+
+# --- streamable HTTP, on the service -------------------------------------------------------------------------------
+
+# While no API key exists, Engram serves any loopback client without one, which is what a DNS-rebinding page (a site
+# whose name now resolves to 127.0.0.1, run in the user's browser) would exploit. So in that mode only a loopback Host
+# (and Origin, when a browser sends one) is accepted. Once keys exist the key is the protection (a browser holds no
+# Engram key, and a cross-site page cannot send one), and the service may sit behind any host name or proxy: no check.
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_LOOPBACK_ONLY = TransportSecurityMiddleware(
+    TransportSecuritySettings(
+        allowed_hosts=[host + port for host in _LOOPBACK for port in ("", ":*")],
+        allowed_origins=[f"{scheme}://{host}{port}" for scheme in ("http", "https") for host in _LOOPBACK for port in ("", ":*")],
+    )
+)
+
+
+def _caller_of_request(ctx: Context) -> Caller:
+    request = ctx.request_context.request
+    caller = request.scope.get(CALLER_KEY) if isinstance(request, Request) else None
+    if not isinstance(caller, Caller):  # cannot happen: McpEndpoint authenticates every request before the SDK runs
+        raise RuntimeError("an MCP request reached a tool without an authenticated caller")
+    return caller
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: authenticates the request as every route does (an Engram error response, 401/403,
+    before MCP runs), then hands it to the SDK's streamable HTTP session manager. `running()` must be entered in the
+    application's lifespan: a mounted app's own lifespan never runs."""
+
+    def __init__(self) -> None:
+        self.server = build_server(_caller_of_request)
+        # The SDK builds its session manager with its app; only the manager is used. Host checks: see _LOOPBACK_ONLY
+        # (the SDK's own would allow only localhost names whenever it runs on 127.0.0.1, whatever the keys).
+        self.server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.sessions = self.server.session_manager
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return self.sessions.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        state = runtime(request.app)
+        key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+        client = request.client.host if request.client else None
+        principal = require_tenant(await state.authenticator.authenticate(key, client))
+        if not await state.authenticator.keys_configured() and await _LOOPBACK_ONLY.validate_request(request) is not None:
+            raise Forbidden("without API keys, /mcp answers only requests addressed to a loopback host (127.0.0.1, localhost)")
+        scope[CALLER_KEY] = Caller(state, principal)
+        await self.sessions.handle_request(scope, receive, send)
+
+
+# --- stdio: `engram mcp` -------------------------------------------------------------------------------------------
+
+
+def stdio_mcp_server(started: Callable[[], AbstractAsyncContextManager[Runtime]], key: str | None) -> MCPServer:
+    """The server for one local process: `started` brings Engram's runtime up (after the SDK has taken stdout for
+    the protocol, so nothing else can write to it) and down. Without a key it acts for the default tenant: whoever
+    runs it holds the database already."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[Caller]:
+        async with started() as state:
+            principal = await _stdio_principal(state, key)
+            log.info("MCP over stdio, acting for tenant %s", principal.tenant_id)
+            yield Caller(state, principal)
+
+    return build_server(lambda ctx: ctx.request_context.lifespan_context, lifespan=lifespan)
+
+
+async def _stdio_principal(state: Runtime, key: str | None) -> Principal:
+    if key is None:
+        return Principal(DEFAULT_TENANT_ID)
+    if not await state.authenticator.keys_configured():
+        raise Unauthorized(
+            "no API keys exist in this database, so the key names no tenant: leave it out to act for the default tenant"
+        )
+    return require_tenant(await state.authenticator.authenticate(key, None))
