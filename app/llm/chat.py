@@ -4,7 +4,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from openai import (
     APIStatusError,
@@ -33,6 +33,21 @@ class Completion:
     reasoning: str = ""  # reasoning_content of thinking models (vLLM, llama.cpp, DeepSeek…)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+class ChatModel(Protocol):
+    """What the agent loop needs of a chat model: ChatLLM (an endpoint) or LocalLLM (app/llm/local.py)."""
+
+    default_model: str
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        model: str | None,
+        *,
+        budget_seconds: float | None = None,
+    ) -> Completion: ...
 
 
 class ChatLLM:

