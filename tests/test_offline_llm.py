@@ -12,7 +12,12 @@ from app.main import create_app
 from app.settings import Settings
 from tests.conftest import checked_client
 
-STORY = ["こんにちは！私の名前はアイコです。", "好きな食べ物はお寿司です。", "私の名前は何ですか？", "私の好きな食べ物は何ですか？"]
+STORY = [
+    "こんにちは！私の名前はアイコです。",
+    "好きな食べ物はお寿司です。",
+    "私の名前は何ですか？",
+    "私の好きな食べ物は何ですか？",
+]
 
 pytestmark = pytest.mark.slow
 
