@@ -50,7 +50,10 @@ def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
 
 # Set once per connection rather than per search. Without iterative scans, an HNSW scan filtered to one agent can
 # return fewer rows than asked for.
-SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order"}
+# max_parallel_workers_per_gather 0: a search of a large agent was planned in parallel, and starting the workers
+# cost more (~15 ms of Gather Merge, EXPLAIN ANALYZE in bench/search_scale.py) than they saved; a service answering
+# many small requests at once has no idle cores to lend a single query anyway.
+SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "max_parallel_workers_per_gather": "0"}
 
 
 def create_engine(url: str) -> AsyncEngine:

@@ -16,7 +16,7 @@ from app import db
 from app.api import agents, chat, mcp, memory, openai_compat, tenants
 from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
-from app.chat.recovery import interrupt_orphaned_turns, sweep_orphaned_turns
+from app.chat.recovery import interrupt_orphaned_turns, sweep
 from app.chat.relay import EventRelay
 from app.chat.runner import TurnResult, TurnRunner
 from app.chat.stream import TurnStreams
@@ -65,9 +65,9 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     origin = uuid.uuid4()
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
-    sweeper = asyncio.create_task(sweep_orphaned_turns(engine, sessions), name="engram-orphan-sweep")
     turn_tasks: BackgroundTasks[TurnResult] = BackgroundTasks()
     runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin)
+    sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
     try:

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from app.chat.schemas import ChatResponse
 from app.errors import TurnErrorBody
 from app.main import create_app
+from app.runtime import runtime
 from app.settings import Settings
 from tests.chat_helpers import block_value, chat, event_types, tool_results
 from tests.conftest import checked_client, run_sql
@@ -239,6 +240,30 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
         "items"
     ]
     assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)
+
+
+def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str
+) -> None:
+    llm.reset(tools(call("send_message", text="Osaka has great food")))
+    chat(client, agent, "Tell me about Osaka")
+    agent_id = uuid.UUID(agent["id"])
+    count = "SELECT count(*) FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"
+    deadline = time.monotonic() + 10
+    while run_sql(database_url, count, {"a": agent_id})[0][0]:  # the turn's own vectors, stored in the background
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # As if the process had stopped before storing them, a while ago.
+    lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
+    run_sql(database_url, lose, {"a": agent_id})
+    vectors = runtime(client.app).turn_streams.runner.vectors
+    while client.portal.call(vectors.fill_missing):  # type: ignore[union-attr]
+        pass
+    assert run_sql(database_url, count, {"a": agent_id})[0][0] == 0
+    # A message younger than a minute may still have its vector in flight: the sweep leaves it alone.
+    run_sql(database_url, lose.replace("now() - interval '5 minutes'", "now()"), {"a": agent_id})
+    client.portal.call(vectors.fill_missing)  # type: ignore[union-attr]
+    assert run_sql(database_url, count, {"a": agent_id})[0][0] == 2
 
 
 def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from app.memory.schemas import (
     message_read,
 )
 from app.memory.service import Mode
-from app.pagination import Page, decode_seq_cursor, decode_time_cursor, split_page
+from app.pagination import Page
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
@@ -158,15 +158,7 @@ async def search_or_list_passages(
             mode=mode,
         )
         return Page[PassageRead](items=[passage_read(m.passage, m.score, m.similarity) for m in matches])
-    rows = await archival.passages.newest(
-        agent.id,
-        limit=limit + 1,
-        after_key=decode_time_cursor(cursor) if cursor else None,
-        tags=tag_list,
-        after=after,
-        before=before,
-    )
-    page, next_cursor = split_page(rows, limit, lambda p: (p.created_at, p.id))
+    page, next_cursor = await archival.page(agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before)
     return Page[PassageRead](items=[passage_read(p) for p in page], next_cursor=next_cursor)
 
 
@@ -206,7 +198,5 @@ async def list_messages(
             below_seq=None if include_context else agent.context_start_seq,
         )
         return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
-    before_seq = decode_seq_cursor(cursor)[0] if cursor else None
-    rows = await recall.messages.newest(agent.id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
-    page, next_cursor = split_page(rows, limit, lambda m: (m.seq or 0, m.id))
-    return Page[MessageRead](items=[message_read(m) for m in page], next_cursor=next_cursor)
+    messages, next_cursor = await recall.page(agent.id, limit=limit, cursor=cursor, after=after, before=before)
+    return Page[MessageRead](items=[message_read(m) for m in messages], next_cursor=next_cursor)

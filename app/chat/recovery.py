@@ -10,6 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.events import TurnCompleted, Usage
 from app.chat.locks import lock_key
+from app.chat.message_vectors import MessageVectors
 from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
@@ -21,15 +22,17 @@ log = logging.getLogger("engram.recovery")
 SWEEP_SECONDS = 30.0
 
 
-async def sweep_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> None:
+async def sweep(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], vectors: MessageVectors | None = None) -> None:
     """Runs for the life of the process: a replica that died mid-turn is noticed by the others, not only at its
-    own restart."""
+    own restart; message vectors lost on the way are computed again."""
     while True:
         await asyncio.sleep(SWEEP_SECONDS)
         try:
             await interrupt_orphaned_turns(engine, sessions)
+            if vectors is not None:
+                await vectors.fill_missing()
         except Exception:  # the database may be down; the next sweep tries again
-            log.warning("orphaned-turn sweep failed", exc_info=True)
+            log.warning("sweep failed", exc_info=True)
 
 
 async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> int:

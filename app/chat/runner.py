@@ -45,10 +45,10 @@ from app.chat.events import (
 )
 from app.chat.hub import EventHub
 from app.chat.locks import AgentLocks
+from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.relay import announce
 from app.chat.repository import TurnRepository
-from app.chat.tasks import BackgroundTasks
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.chat import ChatModel, Completion, ToolCall, decode_arguments
@@ -146,7 +146,7 @@ class TurnRunner:
         self.llm = llm
         self.hub = hub
         self.settings = settings
-        self._embeddings: BackgroundTasks[None] = BackgroundTasks()
+        self.vectors = MessageVectors(sessions, embedder)
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -163,7 +163,7 @@ class TurnRunner:
             if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
                 return existing
             # The query vector is computed (in the embedder's thread) while the user's message is being stored.
-            query = asyncio.ensure_future(self._embed(message, as_query=True)) if self.settings.auto_retrieval else None
+            query = asyncio.ensure_future(self._query_vector(message)) if self.settings.auto_retrieval else None
             try:
                 with turn_phase("begin"):
                     state = await self._begin(agent_id, turn_id or uuid.uuid4(), message, idempotency_key)
@@ -200,37 +200,16 @@ class TurnRunner:
                 return None
             return TurnResult(turn.id, await turns.events(turn.id))
 
-    def _embed_later(self, message_id: uuid.UUID, text: str) -> None:
-        """A stored message's vector is computed after its transaction, while the turn goes on (the LLM's next
-        call overlaps it): no turn waits for it. Until it is stored, recall search finds the message by its words;
-        if the process stops first, `engram reembed` fills it in (the row's embedding_model is still NULL)."""
-        self._embeddings.spawn(self._store_embedding(message_id, text), name=f"embed-message-{message_id}")
-
-    async def _store_embedding(self, message_id: uuid.UUID, text: str) -> None:
-        try:
-            vector = await self._embed(text)
-            if vector is None:
-                return
-            async with transaction(self.sessions) as session:
-                await MessageRepository(session).set_embedding(message_id, vector, self.embedder.model)
-        except Exception:  # the database may be down, the agent deleted meanwhile, the embedder broken
-            log.warning("could not store the embedding of message %s", message_id, exc_info=True)
-
     async def drain(self, grace_seconds: float) -> None:
-        """At shut-down: let the message embeddings in flight finish, then cancel what is left (those messages
-        keep a NULL embedding_model, which `engram reembed` fills in)."""
-        await self._embeddings.shutdown(grace_seconds)
+        """At shut-down: the message vectors in flight (see message_vectors.py)."""
+        await self.vectors.drain(grace_seconds)
 
-    async def _embed(self, text: str, *, as_query: bool = False) -> list[float] | None:
-        """A message's stored vector (a passage), or the vector that searches memory with it (a query)."""
+    async def _query_vector(self, text: str) -> list[float] | None:
+        """The vector that searches memory with the user's message (None: the turn goes on without recollection)."""
         try:
-            if as_query:
-                return await self.embedder.embed_query(text)
-            [vector] = await self.embedder.embed_passages([text])
-            return vector
+            return await self.embedder.embed_query(text)
         except EmbeddingError:
-            # Recall search then finds the message by its words only; losing the message would be worse.
-            log.warning("could not embed a message; storing it without an embedding", exc_info=True)
+            log.warning("could not embed the user's message; no automatic recollection this turn", exc_info=True)
             return None
 
     async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> _TurnState:
@@ -255,7 +234,7 @@ class TurnRunner:
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text)
-        self._embed_later(user.id, text)
+        self.vectors.later(user.id, text)
         return state
 
     async def _steps(self, state: _TurnState) -> StopReason:
@@ -424,7 +403,7 @@ class TurnRunner:
                     state.emit(MessageEvent, step=step, text=text)
                     sent = True
         if recall_text:
-            self._embed_later(assistant.id, recall_text)
+            self.vectors.later(assistant.id, recall_text)
         return sent
 
     async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:

@@ -197,6 +197,22 @@ class MessageRepository:
         )
         await self.session.execute(query)
 
+    async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
+        """Searchable messages without a vector (lost on the way), oldest first, of any agent."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(
+                Message.embedding_model.is_(None),  # type: ignore[union-attr]
+                Message.role.in_(("user", "assistant")),  # type: ignore[attr-defined]
+                Message.search_text != "",
+                Message.created_at < settled_before,
+            )
+            .order_by(Message.created_at)
+            .limit(limit)
+        )
+        return (await self.session.scalars(query)).all()
+
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
         """Messages with seq >= from_seq, oldest first."""
         query = select(Message).options(NO_MESSAGE_VECTOR).where(Message.agent_id == agent_id, Message.seq >= from_seq)

@@ -22,6 +22,7 @@ from app.memory.repository import (
 )
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCKS, BlockCreate
 from app.models_base import utcnow
+from app.pagination import decode_seq_cursor, decode_time_cursor, split_page
 
 Source = Literal["agent", "api"]
 
@@ -218,6 +219,27 @@ class ArchivalMemory:
         )
         return [m for m in matches if m.score >= min_score]
 
+    async def page(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        cursor: str | None,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> tuple[Sequence[ArchivalPassage], str | None]:
+        """A page of passages, newest first, and the cursor of the next page (None on the last)."""
+        rows = await self.passages.newest(
+            agent_id,
+            limit=limit + 1,
+            after_key=decode_time_cursor(cursor) if cursor else None,
+            tags=normalise_tags(tags or []),
+            after=after,
+            before=before,
+        )
+        return split_page(rows, limit, lambda p: (p.created_at, p.id))
+
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage:
         passage = await self.passages.get(agent_id, passage_id)
         if passage is None:
@@ -260,6 +282,20 @@ class RecallMemory:
             after=after,
             before=before,
         )
+
+    async def page(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        cursor: str | None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> tuple[Sequence[Message], str | None]:
+        """A page of messages, newest first, and the cursor of the next page (None on the last)."""
+        before_seq = decode_seq_cursor(cursor)[0] if cursor else None
+        rows = await self.messages.newest(agent_id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
+        return split_page(rows, limit, lambda m: (m.seq or 0, m.id))
 
 
 def normalise_tags(tags: list[str]) -> list[str]:

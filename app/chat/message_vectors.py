@@ -1,0 +1,63 @@
+"""Message vectors for recall search, computed after the message's transaction, off the turn's critical path.
+
+A turn stores its messages without vectors and hands them here; until a vector is stored, recall search finds the
+message by its words. A vector lost on the way (the process stopped, the embedder or the database failed) leaves the
+row's `embedding_model` NULL, and the periodic sweep (`fill_missing`) computes it again."""
+
+import logging
+import uuid
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.chat.tasks import BackgroundTasks
+from app.db import transaction
+from app.llm.embeddings import Embedder, EmbeddingError
+from app.memory.repository import MessageRepository
+from app.models_base import utcnow
+
+log = logging.getLogger("engram.chat.vectors")
+# A message younger than this may still have its vector in flight: the sweep leaves it alone.
+SETTLED_AFTER = timedelta(minutes=1)
+FILL_BATCH = 32
+
+
+class MessageVectors:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], embedder: Embedder):
+        self.sessions = sessions
+        self.embedder = embedder
+        self._tasks: BackgroundTasks[None] = BackgroundTasks()
+
+    def later(self, message_id: uuid.UUID, text: str) -> None:
+        """Compute and store the message's vector in the background (the LLM's next call overlaps it)."""
+        self._tasks.spawn(self._store(message_id, text), name=f"embed-message-{message_id}")
+
+    async def _store(self, message_id: uuid.UUID, text: str) -> None:
+        try:
+            [vector] = await self.embedder.embed_passages([text])
+            async with transaction(self.sessions) as session:
+                await MessageRepository(session).set_embedding(message_id, vector, self.embedder.model)
+        except EmbeddingError:
+            log.warning("could not embed message %s; the sweep tries again", message_id, exc_info=True)
+        except Exception:  # the database may be down, the agent deleted meanwhile
+            log.warning("could not store the embedding of message %s; the sweep tries again", message_id, exc_info=True)
+
+    async def fill_missing(self, batch: int = FILL_BATCH) -> int:
+        """Vectors of settled messages that have none, a batch at a time; how many were filled."""
+        async with self.sessions() as session:
+            missing = await MessageRepository(session).unembedded(limit=batch, settled_before=utcnow() - SETTLED_AFTER)
+        if not missing:
+            return 0
+        vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
+        async with transaction(self.sessions) as session:
+            messages = MessageRepository(session)
+            for message, vector in zip(missing, vectors, strict=True):
+                await messages.set_embedding(message.id, vector, self.embedder.model)
+        log.info("stored %d message vector(s) that were missing", len(missing))
+        return len(missing)
+
+    async def drain(self, grace_seconds: float) -> None:
+        """At shut-down: let the vectors in flight finish, then cancel what is left (the sweep of the next start, or
+        of another replica, fills them in)."""
+        await self._tasks.shutdown(grace_seconds)
