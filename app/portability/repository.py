@@ -1,0 +1,64 @@
+"""SQL of export and import: an agent's rows read whole (vectors included, unlike the memory repositories, which
+leave vectors in the database), and written in bulk inside the caller's transaction."""
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.chat.models import Turn, TurnEvent
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+
+
+class PortabilityRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def blocks(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
+        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id).order_by(MemoryBlock.label)
+        return (await self.session.scalars(query)).all()
+
+    async def revisions(self, block_ids: Sequence[uuid.UUID]) -> Sequence[MemoryBlockRevision]:
+        """Oldest first within each block."""
+        query = (
+            select(MemoryBlockRevision)
+            .where(MemoryBlockRevision.block_id.in_(block_ids))
+            .order_by(MemoryBlockRevision.block_id, MemoryBlockRevision.version)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def passages(self, agent_id: uuid.UUID) -> Sequence[ArchivalPassage]:
+        query = (
+            select(ArchivalPassage)
+            .where(ArchivalPassage.agent_id == agent_id)
+            .order_by(ArchivalPassage.created_at, ArchivalPassage.id)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def messages(self, agent_id: uuid.UUID) -> Sequence[Message]:
+        query = select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)
+        return (await self.session.scalars(query)).all()
+
+    async def messages_before(self, agent_id: uuid.UUID, seq: int) -> int:
+        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < seq)
+        return int((await self.session.scalar(query)) or 0)
+
+    async def turns(self, agent_id: uuid.UUID) -> Sequence[Turn]:
+        query = select(Turn).where(Turn.agent_id == agent_id).order_by(Turn.created_at, Turn.id)
+        return (await self.session.scalars(query)).all()
+
+    async def events(self, agent_id: uuid.UUID) -> Sequence[TurnEvent]:
+        query = select(TurnEvent).where(TurnEvent.agent_id == agent_id).order_by(TurnEvent.turn_id, TurnEvent.seq)
+        return (await self.session.scalars(query)).all()
+
+    async def add(self, agent: Agent) -> Agent:
+        self.session.add(agent)
+        await self.session.flush()
+        return agent
+
+    async def add_all(self, rows: Sequence[object]) -> None:
+        """One flush for many rows; messages get their `seq` in the order given."""
+        self.session.add_all(rows)
+        await self.session.flush()

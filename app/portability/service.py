@@ -1,0 +1,335 @@
+"""Export an agent to one document, and import a document (or a Letta agent file) as a new agent, atomically: the
+import runs in the caller's transaction and writes nothing until everything has been checked and embedded."""
+
+import json
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from pydantic import ValidationError
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.service import agent_read
+from app.chat.events import event_adapter
+from app.chat.models import Turn, TurnEvent
+from app.errors import Unprocessable
+from app.llm.embeddings import Embedder
+from app.memory import lexical
+from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.models_base import utcnow
+from app.portability import letta
+from app.portability.repository import PortabilityRepository
+from app.portability.schemas import (
+    AgentDoc,
+    AgentDocument,
+    BlockDoc,
+    ImportResult,
+    MessageDoc,
+    PassageDoc,
+    RevisionDoc,
+    TurnDoc,
+    decode_vector,
+    encode_vector,
+)
+
+EMBED_BATCH = 64
+
+
+async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, *, embeddings: bool = True) -> AgentDocument:
+    rows = PortabilityRepository(session)
+    blocks = await rows.blocks(agent.id)
+    history: dict[uuid.UUID, list[RevisionDoc]] = defaultdict(list)
+    for r in await rows.revisions([b.id for b in blocks]):
+        history[r.block_id].append(
+            RevisionDoc(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at)  # type: ignore[arg-type]
+        )
+    events: dict[uuid.UUID, list[dict[str, Any]]] = defaultdict(list)
+    for e in await rows.events(agent.id):
+        events[e.turn_id].append(e.payload)
+
+    def vector(row: ArchivalPassage | Message) -> tuple[str | None, str | None]:
+        if not embeddings or row.embedding is None:
+            return None, None
+        return encode_vector(row.embedding), row.embedding_model
+
+    passages = []
+    for p in await rows.passages(agent.id):
+        embedding, model = vector(p)
+        passages.append(
+            PassageDoc(
+                id=p.id, content=p.content, tags=p.tags, created_at=p.created_at, embedding=embedding, embedding_model=model
+            )
+        )
+    messages = []
+    for m in await rows.messages(agent.id):
+        embedding, model = vector(m)
+        messages.append(
+            MessageDoc(
+                id=m.id,
+                turn_id=m.turn_id,
+                role=m.role,  # type: ignore[arg-type]
+                content=m.content,
+                tool_calls=m.tool_calls,
+                tool_call_id=m.tool_call_id,
+                name=m.name,
+                created_at=m.created_at,
+                embedding=embedding,
+                embedding_model=model,
+            )
+        )
+    return AgentDocument(
+        exported_at=utcnow(),
+        embedding_model=embedder.model if embeddings else None,
+        embedding_dim=embedder.dim if embeddings else None,
+        agent=AgentDoc(
+            id=agent.id,
+            name=agent.name,
+            system=agent.system,
+            model=agent.model,
+            summary=agent.summary,
+            context_start=await rows.messages_before(agent.id, agent.context_start_seq),
+            created_at=agent.created_at,
+            updated_at=agent.updated_at,
+        ),
+        blocks=[
+            BlockDoc(
+                label=b.label,
+                value=b.value,
+                limit=b.char_limit,
+                description=b.description,
+                read_only=b.read_only,
+                version=b.version,
+                updated_at=b.updated_at,
+                history=history[b.id],
+            )
+            for b in blocks
+        ],
+        passages=passages,
+        messages=messages,
+        turns=[
+            TurnDoc(
+                id=t.id,
+                status=t.status,
+                stop_reason=t.stop_reason,
+                message=t.message,
+                reply=t.reply,
+                usage=t.usage,
+                idempotency_key=t.idempotency_key,
+                created_at=t.created_at,
+                finished_at=t.finished_at,
+                events=events[t.id],
+            )
+            for t in await rows.turns(agent.id)
+        ],
+    )
+
+
+def read_upload(body: Any) -> tuple[AgentDocument, letta.Report | None]:
+    """An Engram export, or a Letta agent file translated into one (with what did not carry over). A file
+    serialised twice (a JSON string holding the JSON, as some Letta exports are) is read through."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError as exc:
+            raise Unprocessable(f"the body is a string that is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise Unprocessable("expected a JSON object: an Engram export or a Letta agent file (.af)")
+    if "format" in body:
+        if body["format"] != "engram.agent":
+            raise Unprocessable(f"unknown format {body['format']!r}: expected 'engram.agent'")
+        return _validated(body), None
+    if letta.looks_like_agent_file(body):
+        document, report = letta.to_document(body)
+        return _validated(document), report
+    raise Unprocessable(
+        'neither an Engram export (no "format": "engram.agent") nor a Letta agent file (no "agents", "core_memory" '
+        'or "memory_blocks")'
+    )
+
+
+def _validated(body: dict[str, Any]) -> AgentDocument:
+    try:
+        document = AgentDocument.model_validate(body)
+    except ValidationError as exc:
+        raise Unprocessable(describe(exc)) from None
+    for i, turn in enumerate(document.turns):
+        for j, event in enumerate(turn.events):
+            try:
+                event_adapter.validate_python(event)
+            except ValidationError as exc:
+                raise Unprocessable(describe(exc, prefix=f"turns.{i}.events.{j}")) from None
+    return document
+
+
+def describe(exc: ValidationError, limit: int = 10, prefix: str | None = None) -> str:
+    """Where each problem is (`messages.3.role`) and what it is."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join([*([prefix] if prefix else []), *(str(p) for p in err["loc"])])
+        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
+    more = len(exc.errors()) - limit
+    return "invalid agent document: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+async def import_document(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    document: AgentDocument,
+    embedder: Embedder,
+    *,
+    name: str | None = None,
+    report: letta.Report | None = None,
+) -> ImportResult:
+    """A new agent with new ids for everything; vectors of another model (or none) are computed before anything is
+    written."""
+    passage_vectors, message_vectors, embedded = await _vectors(document, embedder)
+    rows = PortabilityRepository(session)
+    source = document.agent
+    agent = await rows.add(
+        Agent(
+            tenant_id=tenant_id,
+            name=name or source.name,
+            system=source.system,
+            model=source.model,
+            summary=source.summary,
+            created_at=source.created_at,
+            updated_at=source.updated_at,
+        )
+    )
+    turn_ids = {t.id: uuid.uuid4() for t in document.turns}
+    blocks = [
+        MemoryBlock(
+            agent_id=agent.id,
+            label=b.label,
+            value=b.value,
+            char_limit=b.limit,
+            description=b.description,
+            read_only=b.read_only,
+            version=b.version,
+            updated_at=b.updated_at,
+        )
+        for b in document.blocks
+    ]
+    turns = [
+        Turn(
+            id=turn_ids[t.id],
+            agent_id=agent.id,
+            status=t.status,
+            stop_reason=t.stop_reason,
+            message=t.message,
+            reply=t.reply,
+            usage=t.usage,
+            idempotency_key=t.idempotency_key,
+            created_at=t.created_at,
+            finished_at=t.finished_at,
+        )
+        for t in document.turns
+    ]
+    await rows.add_all([*blocks, *turns])
+    revisions = [
+        MemoryBlockRevision(
+            block_id=block.id,
+            version=r.version,
+            value=r.value,
+            source=r.source,
+            turn_id=turn_ids.get(r.turn_id) if r.turn_id else None,
+            created_at=r.created_at,
+        )
+        for block, b in zip(blocks, document.blocks, strict=True)
+        for r in b.history
+    ]
+    events = [
+        TurnEvent(
+            turn_id=turn_ids[t.id],
+            seq=int(e.get("seq", i)),
+            agent_id=agent.id,
+            payload={**e, "agent_id": str(agent.id), "turn_id": str(turn_ids[t.id])},
+        )
+        for t in document.turns
+        for i, e in enumerate(t.events)
+    ]
+    passages = [
+        ArchivalPassage(
+            agent_id=agent.id,
+            content=p.content,
+            tags=p.tags,
+            embedding=vector,
+            embedding_model=embedder.model,
+            search_text=lexical.search_text(p.content),
+            created_at=p.created_at,
+        )
+        for p, vector in zip(document.passages, passage_vectors, strict=True)
+    ]
+    messages = [
+        _message(agent.id, m, turn_ids, vector, embedder.model)
+        for m, vector in zip(document.messages, message_vectors, strict=True)
+    ]
+    await rows.add_all([*revisions, *events, *passages, *messages])
+    start = source.context_start
+    agent.context_start_seq = (messages[start].seq if start < len(messages) else (messages[-1].seq or 0) + 1) if start else 0
+    await rows.add(agent)
+    return ImportResult(
+        agent=agent_read(agent, blocks),
+        source="letta" if report else "engram",
+        blocks=len(blocks),
+        revisions=len(revisions),
+        passages=len(passages),
+        messages=len(messages),
+        turns=len(turns),
+        embedded=embedded,
+        skipped_tools=report.skipped_tools if report else [],
+        mapped_tools=report.mapped_tools if report else {},
+        notes=report.notes if report else [],
+    )
+
+
+def _message(
+    agent_id: uuid.UUID, m: MessageDoc, turn_ids: dict[uuid.UUID, uuid.UUID], vector: list[float] | None, model: str
+) -> Message:
+    message = Message(
+        agent_id=agent_id,
+        turn_id=turn_ids.get(m.turn_id) if m.turn_id else None,
+        role=m.role,
+        content=m.content,
+        tool_calls=_calls(m),
+        tool_call_id=m.tool_call_id,
+        name=m.name,
+        created_at=m.created_at,
+    )
+    if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
+        message.search_text = lexical.search_text(message.recall_text())
+    if vector is not None:
+        message.embedding, message.embedding_model = vector, model
+    return message
+
+
+def _calls(m: MessageDoc) -> list[dict[str, Any]] | None:
+    return None if m.tool_calls is None else [call.model_dump() for call in m.tool_calls]
+
+
+def _usable(encoded: str | None, model: str | None, embedder: Embedder) -> list[float] | None:
+    if encoded is None or model != embedder.model:
+        return None
+    vector = decode_vector(encoded)
+    return vector if len(vector) == embedder.dim else None
+
+
+async def _vectors(document: AgentDocument, embedder: Embedder) -> tuple[list[list[float]], list[list[float] | None], int]:
+    """The document's vectors where they are this server's model's; the others embedded again now (passages always
+    need one; user and assistant messages with text get one, as after a turn)."""
+    passages: list[list[float] | None] = [_usable(p.embedding, p.embedding_model, embedder) for p in document.passages]
+    messages: list[list[float] | None] = [_usable(m.embedding, m.embedding_model, embedder) for m in document.messages]
+    todo: list[tuple[list[list[float] | None], int, str]] = [
+        (passages, i, p.content) for i, p in enumerate(document.passages) if passages[i] is None
+    ]
+    for i, m in enumerate(document.messages):
+        if messages[i] is None and m.role in ("user", "assistant"):
+            text = Message(role=m.role, content=m.content, tool_calls=_calls(m)).recall_text()
+            if lexical.search_text(text):
+                todo.append((messages, i, text))
+    for start in range(0, len(todo), EMBED_BATCH):
+        batch = todo[start : start + EMBED_BATCH]
+        for (target, i, _), vector in zip(batch, await embedder.embed_passages([t for _, _, t in batch]), strict=True):
+            target[i] = vector
+    return [v or [] for v in passages], messages, len(todo)
