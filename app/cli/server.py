@@ -1,9 +1,9 @@
-"""`engram serve`, `engram migrate`, `engram keys`, `engram reembed`, `engram mcp`, `engram openapi`."""
+"""Commands that run on the server's machine, against its database: `serve`, `migrate`, `keys`, `reembed`, `mcp`,
+`openapi`."""
 
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -178,9 +178,7 @@ def _openapi(args: argparse.Namespace) -> None:
         Path(args.output).write_text(spec)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for AI agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     serve = sub.add_parser("serve", help="run the HTTP/WebSocket service")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
@@ -207,10 +205,3 @@ def main(argv: list[str] | None = None) -> None:
     spec = sub.add_parser("openapi", help="write the OpenAPI document")
     spec.add_argument("--output", default="openapi.json")
     spec.set_defaults(run=_openapi)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args.run(args)
-
-
-if __name__ == "__main__":
-    main()

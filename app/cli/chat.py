@@ -1,0 +1,106 @@
+"""`engram chat AGENT`: a terminal chat that shows each inner step of a turn as it streams (server-sent events of
+`POST …/chat`): the agent's reasoning, each tool call with its arguments, each result, then the reply."""
+
+import argparse
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from app.cli import client
+
+RESULT_CHARS = 600  # a tool result longer than this is shown cut, with how much was left out
+INLINE_ARGUMENTS = 100
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    chat = sub.add_parser("chat", help="chat with an agent in the terminal, watching each step it takes")
+    chat.add_argument("agent", help="agent id or name")
+    chat.add_argument("-m", "--message", action="append", help="send this message and exit (repeatable: one turn each)")
+    client.add_connection_args(chat)
+    chat.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    with client.connect(args) as api:
+        agent = api.agent(args.agent)
+        if args.message:
+            for message in args.message:
+                console.print(Text("you> ", "bold green") + Text(message))
+                turn(api, agent, message, console)
+            return
+        console.print(Text(f"chatting with {agent['name']} ({agent['id']}); Ctrl-D or /exit ends", "dim"))
+        while True:
+            try:
+                message = console.input("[bold green]you>[/] ")
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                return
+            if message.strip() in ("/exit", "/quit"):
+                return
+            if message.strip():
+                try:
+                    turn(api, agent, message, console)
+                except KeyboardInterrupt:
+                    console.print(Text("stopped watching; the turn runs on in the server", "yellow"))
+                except SystemExit as refused:  # e.g. 409, the agent busy: say so and stay in the chat
+                    console.print(Text(str(refused), "bold red"))
+
+
+def turn(api: client.Api, agent: dict[str, Any], message: str, console: Console) -> None:
+    path = f"/v1/agents/{agent['id']}/chat"
+    headers = {"Accept": "text/event-stream"}
+    with api.stream("POST", path, json={"message": message}, headers=headers, timeout=None) as response:
+        for event in events(response.iter_lines()):
+            show(event, agent["name"], console)
+
+
+def events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The events of a server-sent event stream (each `data:` line of Engram's carries one whole event)."""
+    for line in lines:
+        if line.startswith("data:"):
+            yield json.loads(line[5:].strip())
+
+
+def show(event: dict[str, Any], name: str, console: Console) -> None:
+    kind = event.get("type")
+    if kind == "reasoning":
+        console.print(Text("  thinking ", "dim") + Text(event["text"], "dim italic"))
+    elif kind == "tool_call":
+        arguments = json.dumps(event["arguments"], ensure_ascii=False)
+        head = Text("  → ", "cyan") + Text(event["name"], "bold cyan")
+        if len(arguments) <= INLINE_ARGUMENTS:
+            console.print(head + Text(f" {arguments}", "cyan"))
+        else:
+            console.print(head)
+            console.print(Text(_indent(json.dumps(event["arguments"], ensure_ascii=False, indent=2), 6), "cyan"))
+    elif kind == "tool_result":
+        style = "green" if event["ok"] else "red"
+        console.print(
+            Text("  ← ", style) + Text(event["name"], f"bold {style}") + Text(" ok" if event["ok"] else " error", style)
+        )
+        console.print(Text(_indent(_cut(event["result"]), 6), "dim"))
+    elif kind == "message":
+        console.print(Text(f"{name}> ", "bold magenta") + Text(event["text"]))
+    elif kind == "turn_completed":
+        usage = event.get("usage") or {}
+        console.print(
+            Text(
+                f"  ({event['stop_reason']} · {usage.get('llm_calls', 0)} LLM calls · "
+                f"{usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens)",
+                "dim",
+            )
+        )
+    elif kind == "error":
+        console.print(Text(f"  error {event['code']}: {event['detail']}", "bold red"))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= RESULT_CHARS else f"{text[:RESULT_CHARS]}… ({len(text) - RESULT_CHARS} more characters)"
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in text.splitlines())
