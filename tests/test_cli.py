@@ -18,7 +18,10 @@ from fastapi.testclient import TestClient
 from app.cli import client as cli_client
 from app.cli import main
 from app.cli import memory as cli_memory
-from tests.conftest import create_database
+from app.llm.embeddings import Embedder
+from app.main import create_app
+from app.settings import Settings
+from tests.conftest import checked_client, create_database
 from tests.scripted_llm import ScriptedLLM, call, tools
 from tests.service_process import running_service
 from tests.test_letta_import import LETTA_FILES
@@ -209,3 +212,30 @@ def test_export_and_import_commands(
     bad.write_text('{"format": "engram.agent", "version": 1}')
     with pytest.raises(SystemExit, match="422 invalid_request: invalid agent document: .*agent: Field required"):
         cli("import", str(bad))
+
+
+def test_chat_reads_messages_until_exit(
+    cli: Cli, agent: dict, llm: ScriptedLLM, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm.reset(tools(call("send_message", text="一つ目")), tools(call("send_message", text="二つ目")))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("こんにちは\n\nもう一度\n/exit\nnever sent\n"))
+    cli("chat", agent["id"])
+    in_order(capsys.readouterr().out, f"chatting with {agent['name']}", "> 一つ目", "> 二つ目")
+    assert llm.remaining == 0 and len(llm.requests) == 2  # the empty line sent nothing, nor did what followed /exit
+
+
+def test_import_over_the_request_limit_says_what_to_do(
+    settings: Settings, embedder: Embedder, agent: dict, client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document = client.get(f"/v1/agents/{agent['id']}/export").json()
+    target = tmp_path / "agent.json"
+    target.write_text(json.dumps(document))
+    with checked_client(create_app(settings.model_copy(update={"max_request_bytes": 1000}), embedder=embedder)) as small:
+
+        @contextmanager
+        def connect(args: object) -> Iterator[cli_client.Api]:
+            yield cli_client.Api(small, "http://testserver")
+
+        monkeypatch.setattr(cli_client, "connect", connect)
+        with pytest.raises(SystemExit, match="over the server's request limit .*ENGRAM_MAX_REQUEST_BYTES.*--no-embeddings"):
+            main(["import", str(target)])
