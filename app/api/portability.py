@@ -30,7 +30,27 @@ async def export(
     return await export_agent(session, agent, embedder, embeddings=embeddings)
 
 
-@router.post("/import", status_code=201)
+# The body is read as any JSON and checked by the importer, which names what is wrong (a Letta file or an Engram
+# export); the schema documents both.
+UPLOAD_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/AgentDocument"},
+                        {"type": "object", "description": "a Letta agent file (.af)", "additionalProperties": True},
+                        {"type": "string", "description": "either of them serialised again as a JSON string"},
+                    ]
+                }
+            }
+        },
+    }
+}
+
+
+@router.post("/import", status_code=201, openapi_extra=UPLOAD_SCHEMA)
 async def import_agent(
     upload: Upload,
     session: SessionDep,
