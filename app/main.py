@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
-from app.api import agents, chat, mcp, memory, openai_compat, portability, tenants
+from app.api import agents, chat, console, mcp, memory, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
 from app.chat.hub import EventHub
 from app.chat.recovery import interrupt_orphaned_turns, sweep
@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = mcp.McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/api/mcp.py)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
-    for api in (agents, memory, chat, openai_compat, tenants, portability):
+    for api in (agents, memory, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)
 
     @app.get("/healthz", tags=["ops"])
