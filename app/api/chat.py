@@ -97,11 +97,15 @@ async def chat(
     collected = [event async for event in events]
     turn_id = collected[0].turn_id  # turn_started, or the first event of a replayed turn
     assert turn_id is not None
-    response = ChatResponse.of(turn_id, collected)
-    if response.stop_reason == "llm_error":
-        detail = next((e.detail for e in collected if isinstance(e, ErrorEvent)), "the LLM failed")
-        raise LLMError(f"{detail} (your message is saved)", turn_id=response.turn_id)
+    response = unless_llm_failed(ChatResponse.of(turn_id, collected))
     return JSONResponse(response.model_dump(mode="json"), status_code=202 if response.status == "running" else 200)
+
+
+def unless_llm_failed(response: ChatResponse) -> ChatResponse:
+    """The turn, or the 502 it is when the LLM failed it (the user's message stays stored with the turn)."""
+    if (failure := response.llm_failure) is not None:
+        raise LLMError(f"{failure} (your message is saved)", turn_id=response.turn_id)
+    return response
 
 
 async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[str]:

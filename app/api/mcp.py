@@ -26,14 +26,22 @@ from starlette.types import Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
-from app.api.memory import passage_read
 from app.auth.models import DEFAULT_TENANT_ID
 from app.auth.principal import Forbidden, Principal, Unauthorized, presented_key, require_tenant
-from app.chat.events import ErrorEvent, StopReason
+from app.chat.events import StopReason
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.db import transaction
 from app.errors import EngramError, NotFound
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_PASSAGE_CHARS, MAX_TAGS, BlockRead, PassageRead, block_read
+from app.memory.schemas import (
+    LABEL_PATTERN,
+    MAX_BLOCK_LIMIT,
+    MAX_PASSAGE_CHARS,
+    MAX_TAGS,
+    BlockRead,
+    PassageRead,
+    block_read,
+    passage_read,
+)
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.runtime import Runtime, runtime
 
@@ -253,9 +261,8 @@ def build_server(
         turn_id = events[0].turn_id
         assert turn_id is not None
         turn = ChatResponse.of(turn_id, events)
-        if turn.stop_reason == "llm_error":
-            detail = next((e.detail for e in events if isinstance(e, ErrorEvent)), "the LLM failed")
-            raise ToolError(f"llm_error: {detail} (the message is saved with turn {turn_id})")
+        if (failure := turn.llm_failure) is not None:
+            raise ToolError(f"llm_error: {failure} (the message is saved with turn {turn_id})")
         return ChatReply(reply=turn.reply, turn_id=turn_id, stop_reason=turn.stop_reason)
 
     @server.resource(

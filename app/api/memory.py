@@ -6,7 +6,6 @@ from fastapi import APIRouter, Header, Path, Query, Response
 
 from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
-from app.memory.models import ArchivalPassage
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_TAGS,
@@ -21,6 +20,7 @@ from app.memory.schemas import (
     RevisionRead,
     block_read,
     message_read,
+    passage_read,
 )
 from app.memory.service import Mode
 from app.pagination import Page
@@ -29,20 +29,6 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ER
 
 Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
 Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
-
-
-def passage_read(
-    passage: ArchivalPassage, score: float | None = None, similarity: float | None = None, *, duplicate: bool | None = None
-) -> PassageRead:
-    return PassageRead(
-        id=passage.id,
-        content=passage.content,
-        tags=passage.tags,
-        created_at=passage.created_at,
-        score=score,
-        similarity=similarity,
-        duplicate=duplicate,
-    )
 
 
 def parse_if_match(value: str | None) -> int | None:

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.models import Agent
 from app.agents.service import find_agent_by_reference, tenant_agents
-from app.api.chat import StreamsDep
+from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import SessionDep, TenantDep
 from app.chat.events import ErrorEvent, Event, MessageEvent, StopReason, TurnCompleted
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
-from app.errors import LLMError, Unprocessable, openai_error
+from app.errors import Unprocessable, openai_error
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -152,10 +152,7 @@ async def chat_completions(
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = _chunks(completion_id, created, body.model, first, events, include_usage)
         return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-    turn = ChatResponse.of(first.turn_id, [first] + [event async for event in events])
-    if turn.stop_reason == "llm_error":
-        detail = next((e.detail for e in turn.events if isinstance(e, ErrorEvent)), "the LLM failed")
-        raise LLMError(f"{detail} (your message is saved)", turn_id=turn.turn_id)
+    turn = unless_llm_failed(ChatResponse.of(first.turn_id, [first] + [event async for event in events]))
     return ChatCompletion(
         id=completion_id,
         created=created,

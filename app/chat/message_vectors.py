@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.tasks import BackgroundTasks
 from app.db import transaction
-from app.llm.embeddings import Embedder, EmbeddingError
+from app.llm.embeddings import Embedder
 from app.memory.repository import MessageRepository
 from app.models_base import utcnow
 
@@ -36,12 +36,9 @@ class MessageVectors:
     async def _store(self, message_id: uuid.UUID, text: str) -> None:
         try:
             [vector] = await self.embedder.embed_passages([text])
-            async with transaction(self.sessions) as session:
-                await MessageRepository(session).set_embedding(message_id, vector, self.embedder.model)
-        except EmbeddingError:
-            log.warning("could not embed message %s; the sweep tries again", message_id, exc_info=True)
-        except Exception:  # the database may be down, the agent deleted meanwhile
-            log.warning("could not store the embedding of message %s; the sweep tries again", message_id, exc_info=True)
+            await self._save([(message_id, vector)])
+        except Exception:  # the embedder or the database failed, the agent was deleted meanwhile
+            log.warning("could not store the vector of message %s; the sweep tries again", message_id, exc_info=True)
 
     async def fill_missing(self, batch: int = FILL_BATCH) -> int:
         """Vectors of settled messages that have none, a batch at a time; how many were filled."""
@@ -50,12 +47,15 @@ class MessageVectors:
         if not missing:
             return 0
         vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
-        async with transaction(self.sessions) as session:
-            messages = MessageRepository(session)
-            for message, vector in zip(missing, vectors, strict=True):
-                await messages.set_embedding(message.id, vector, self.embedder.model)
+        await self._save([(m.id, v) for m, v in zip(missing, vectors, strict=True)])
         log.info("stored %d message vector(s) that were missing", len(missing))
         return len(missing)
+
+    async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
+        async with transaction(self.sessions) as session:
+            messages = MessageRepository(session)
+            for message_id, vector in vectors:
+                await messages.set_embedding(message_id, vector, self.embedder.model)
 
     async def drain(self, grace_seconds: float) -> None:
         """At shut-down: let the vectors in flight finish, then cancel what is left (the sweep of the next start, or

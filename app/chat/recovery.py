@@ -22,15 +22,14 @@ log = logging.getLogger("engram.recovery")
 SWEEP_SECONDS = 30.0
 
 
-async def sweep(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], vectors: MessageVectors | None = None) -> None:
+async def sweep(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], vectors: MessageVectors) -> None:
     """Runs for the life of the process: a replica that died mid-turn is noticed by the others, not only at its
     own restart; message vectors lost on the way are computed again."""
     while True:
         await asyncio.sleep(SWEEP_SECONDS)
         try:
             await interrupt_orphaned_turns(engine, sessions)
-            if vectors is not None:
-                await vectors.fill_missing()
+            await vectors.fill_missing()
         except Exception:  # the database may be down; the next sweep tries again
             log.warning("sweep failed", exc_info=True)
 

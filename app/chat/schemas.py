@@ -3,7 +3,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.chat.events import Event, StopReason, TurnCompleted, TurnStatus, Usage, turn_status
+from app.chat.events import ErrorEvent, Event, StopReason, TurnCompleted, TurnStatus, Usage, turn_status
 from app.memory.schemas import MessageRead
 from app.request_body import RequestBody
 
@@ -34,6 +34,13 @@ class ChatResponse(BaseModel):
             events=events,
             usage=done.usage if done else Usage(),
         )
+
+    @property
+    def llm_failure(self) -> str | None:
+        """What the LLM failure that ended the turn said (None: it did not end on one)."""
+        if self.stop_reason != "llm_error":
+            return None
+        return next((e.detail for e in self.events if isinstance(e, ErrorEvent)), "the LLM failed")
 
 
 class WsChat(RequestBody):

@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from app.memory.models import MemoryBlock, Message
+from app.memory.models import ArchivalPassage, MemoryBlock, Message
 from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -82,6 +82,20 @@ class PassageRead(BaseModel):
     )
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
+
+
+def passage_read(
+    passage: ArchivalPassage, score: float | None = None, similarity: float | None = None, *, duplicate: bool | None = None
+) -> PassageRead:
+    return PassageRead(
+        id=passage.id,
+        content=passage.content,
+        tags=passage.tags,
+        created_at=passage.created_at,
+        score=score,
+        similarity=similarity,
+        duplicate=duplicate,
+    )
 
 
 class PassageBatchRead(BaseModel):
