@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -60,18 +61,22 @@ def llm() -> Iterator[ScriptedLLM]:
     server.stop()
 
 
-@pytest.fixture
-def settings(database_url: str, llm: ScriptedLLM) -> Settings:
-    llm.reset()
+def scripted_settings(database_url: str, llm: ScriptedLLM, **overrides: Any) -> Settings:
+    """The service's settings with the scripted LLM as its endpoint (no retries: a test scripts each answer)."""
+    defaults: dict[str, Any] = {"llm_max_retries": 0, "llm_timeout_seconds": 10, "turn_lock_timeout_seconds": 5}
     return Settings(
         database_url=database_url,
         openai_base_url=llm.url,
         openai_api_key="test-key",
         llm_model="scripted-model",
-        llm_max_retries=0,
-        llm_timeout_seconds=10,
-        turn_lock_timeout_seconds=5,
+        **(defaults | overrides),
     )
+
+
+@pytest.fixture
+def settings(database_url: str, llm: ScriptedLLM) -> Settings:
+    llm.reset()
+    return scripted_settings(database_url, llm)
 
 
 class CheckedClient(TestClient):

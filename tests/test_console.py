@@ -24,7 +24,7 @@ from app.api.console import FILES
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import ADMIN_KEY, admin
+from tests.conftest import ADMIN_KEY, admin, scripted_settings
 from tests.scripted_llm import ScriptedLLM, call, free_port, tools
 
 expect.set_options(timeout=15_000)
@@ -60,16 +60,7 @@ class Served:
 
 def served_settings(database_url: str, llm: ScriptedLLM, **extra: Any) -> Settings:
     # An LLM timeout long enough for a test to look at a turn the scripted LLM holds open.
-    return Settings(
-        database_url=database_url,
-        openai_base_url=llm.url,
-        openai_api_key="test-key",
-        llm_model="scripted-model",
-        llm_max_retries=0,
-        llm_timeout_seconds=60,
-        turn_lock_timeout_seconds=5,
-        **extra,
-    )
+    return scripted_settings(database_url, llm, llm_timeout_seconds=60, **extra)
 
 
 @pytest.fixture(scope="module")

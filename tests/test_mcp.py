@@ -182,41 +182,37 @@ async def test_another_tenants_key_cannot_see_the_agent(keyed: TestClient) -> No
     assert listing == []
 
 
+# A raw JSON-RPC `initialize`, for the checks made before MCP runs.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
 def test_mcp_requests_are_authenticated_like_the_api(keyed: TestClient) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
-    missing = keyed.post("/mcp", json=initialize, headers=accept)
+    missing = keyed.post("/mcp", json=INITIALIZE, headers=ACCEPT)
     assert missing.status_code == 401 and missing.json()["error"] == "unauthorized"
     assert missing.headers["WWW-Authenticate"] == "Bearer"
-    wrong = keyed.post("/mcp", json=initialize, headers={**accept, "Authorization": "Bearer not-a-key"})
+    wrong = keyed.post("/mcp", json=INITIALIZE, headers={**ACCEPT, "Authorization": "Bearer not-a-key"})
     assert wrong.status_code == 401 and wrong.json() == {"error": "unauthorized", "detail": "the API key is invalid or revoked"}
-    as_admin = keyed.post("/mcp", json=initialize, headers={**accept, **admin()})
+    as_admin = keyed.post("/mcp", json=INITIALIZE, headers={**ACCEPT, **admin()})
     assert as_admin.status_code == 403 and as_admin.json()["error"] == "forbidden"
     _, key = tenant_with_key(keyed, f"mcp-{uuid.uuid4().hex[:8]}")
     # With keys the key is the protection: any Host (a proxy's name) is served.
-    served = keyed.post("https://engram.example.com/mcp", json=initialize, headers={**accept, "X-API-Key": key})
+    served = keyed.post("https://engram.example.com/mcp", json=INITIALIZE, headers={**ACCEPT, "X-API-Key": key})
     assert served.status_code == 200 and served.json()["result"]["serverInfo"]["name"] == "engram"
 
 
 def test_without_keys_only_loopback_hosts_are_served(client: TestClient) -> None:
     """No keys: loopback clients are trusted, so a page whose host name was rebound to 127.0.0.1 must not get in."""
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
-    rebound = client.post("http://attacker.example:8000/mcp", json=initialize, headers=accept)
+    rebound = client.post("http://attacker.example:8000/mcp", json=INITIALIZE, headers=ACCEPT)
     assert rebound.status_code == 403 and rebound.json()["error"] == "forbidden"
-    foreign_origin = client.post(MCP_URL, json=initialize, headers={**accept, "Origin": "http://attacker.example"})
+    foreign_origin = client.post(MCP_URL, json=INITIALIZE, headers={**ACCEPT, "Origin": "http://attacker.example"})
     assert foreign_origin.status_code == 403
-    local = client.post(MCP_URL, json=initialize, headers={**accept, "Origin": "http://localhost:6274"})
+    local = client.post(MCP_URL, json=INITIALIZE, headers={**ACCEPT, "Origin": "http://localhost:6274"})
     assert local.status_code == 200, local.text
 
 
