@@ -40,7 +40,8 @@ from app.memory.models import ArchivalPassage  # noqa: E402
 from app.settings import available_cpus  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
 from bench.explain import explain  # noqa: E402
-from bench.retrieval import DEFAULT_DATA, RecordingEmbedder, ingest, load_questions, start_database  # noqa: E402
+from bench.retrieval import ingest, start_database  # noqa: E402
+from bench.retrieval_sets import LONGMEMEVAL, Corpus, longmemeval  # noqa: E402
 from tests.service_process import running_service  # noqa: E402
 
 CONCURRENCY = 8
@@ -48,16 +49,16 @@ RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embeddi
 RAW_SQL_NAMED = RAW_SQL.replace("$1", ":agent_id").replace("$2::vector", "CAST(:embedding AS vector)")
 
 
-async def load(url: str, questions: list[dict], embedder: E5Embedder, cache: Path) -> list[tuple[str, str]]:
+async def load(url: str, corpora: list[Corpus], embedder: E5Embedder, cache: Path) -> list[tuple[str, str]]:
     """(agent id, question) per question, the store filled."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     cached = CachedEmbedder(embedder, cache)
     searches = []
     try:
-        for q in questions:
-            corpus = await ingest(sessions, RecordingEmbedder(cached), q, 128)
-            searches.append((str(corpus.agent_id), q["question"]))
+        for corpus in corpora:
+            stored = await ingest(sessions, cached, corpus, 128)
+            searches.append((str(stored.agent_id), corpus.questions[0].text))
         cached.save()
     finally:
         await engine.dispose()
@@ -169,17 +170,17 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=LONGMEMEVAL)
     parser.add_argument("--cache", type=Path, required=True, help="the embedding cache of bench/retrieval.py")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     threads = available_cpus()
     embedder = E5Embedder(threads)
-    questions = load_questions(args.data, None)
+    corpora = longmemeval(args.data).corpora
     root = Path(tempfile.mkdtemp(prefix="engram-http-search-"))
     server, url = start_database(root, embedder.dim)
     try:
-        searches = asyncio.run(load(url, questions, embedder, args.cache))
+        searches = asyncio.run(load(url, corpora, embedder, args.cache))
         raw = asyncio.run(raw_side(url, embedder, searches, args.repeats))
         parts = asyncio.run(breakdown(url, embedder, searches))
         env = {"DATABASE_URL": url, "ENGRAM_EMBEDDING_THREADS": str(threads), "PATH": os.environ["PATH"]}

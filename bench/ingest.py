@@ -31,14 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.llm.embeddings.providers import E5Embedder  # noqa: E402
 from app.settings import available_cpus  # noqa: E402
-from bench.retrieval import DEFAULT_DATA, load_questions, turns_of  # noqa: E402
+from bench.retrieval_sets import LONGMEMEVAL, longmemeval  # noqa: E402
 from tests.service_process import running_service  # noqa: E402
 
 
 def texts_of(path: Path, n: int) -> tuple[list[str], list[str]]:
-    questions = load_questions(path, None)
-    texts = [t for q in questions for t, _ in turns_of(q)]
-    return texts[:n], [q["question"] for q in questions]
+    corpora = longmemeval(path).corpora
+    texts = [p for c in corpora for p in c.passages]
+    return texts[:n], [c.questions[0].text for c in corpora]
 
 
 async def raw_rate(embedder: E5Embedder, texts: list[str], batch: int) -> float:
@@ -92,7 +92,7 @@ async def service_rate(base: str, texts: list[str], batch: int, query: str) -> t
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=LONGMEMEVAL)
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--json", type=Path, help="also write the figures here")

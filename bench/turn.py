@@ -31,7 +31,7 @@ from openai import AsyncOpenAI
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.settings import available_cpus  # noqa: E402
-from bench.retrieval import DEFAULT_DATA, load_questions, turns_of  # noqa: E402
+from bench.retrieval_sets import LONGMEMEVAL, longmemeval  # noqa: E402
 from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
 from tests.service_process import running_service  # noqa: E402
 
@@ -97,14 +97,14 @@ async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=LONGMEMEVAL)
     parser.add_argument("--passages", type=int, default=200)
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--embedding-threads", type=int, default=available_cpus(), help="ENGRAM_EMBEDDING_THREADS of the service")
     args = parser.parse_args()
-    questions_data = load_questions(args.data, None)
-    passages = [t for q in questions_data for t, _ in turns_of(q)][: args.passages]
-    questions = [q["question"] for q in questions_data] * 4
+    corpora = longmemeval(args.data).corpora
+    passages = [p for c in corpora for p in c.passages][: args.passages]
+    questions = [c.questions[0].text for c in corpora] * 4
     llm = ScriptedLLM().start()
     llm.reset(fallback=tools(call("send_message", text="Noted.")))
     try:

@@ -49,10 +49,10 @@ class HandPlacedEmbedder:
     model, dim = "hand-placed", E5_DIM
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [VECTORS[t] for t in texts]
+        return [(VECTORS | CHAT)[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
-        return VECTORS[text]
+        return (VECTORS | CHAT)[text]
 
 
 @pytest.fixture
@@ -63,8 +63,8 @@ def hand_placed(postgres_server: object, settings: Settings) -> Iterator[TestCli
         yield client
 
 
-def search(client: TestClient, base: str, mode: str) -> list[str]:
-    response = client.get(base, params={"query": QUERY, "k": 10, "mode": mode})
+def search(client: TestClient, base: str, mode: str, query: str = QUERY) -> list[str]:
+    response = client.get(base, params={"query": query, "k": 10, "mode": mode})
     assert response.status_code == 200
     return [h["content"] for h in response.json()["items"]]
 
@@ -99,3 +99,58 @@ def test_an_empty_memory_finds_nothing(hand_placed: TestClient) -> None:
     agent = hand_placed.post("/v1/agents", json={"name": "empty"}).json()
     for mode in ("hybrid", "vector", "text"):
         assert search(hand_placed, f"/v1/agents/{agent['id']}/archival", mode) == []
+
+
+UNHEARD = "weekend plans of the user in Hokkaido"
+AT_HOME = "weekend plans: the user stays home"
+CONTEST = "the dance at the regional contest"
+ASKED = "Gina: What dance did your team do at the regional contest?"
+SAID = "Gina: I loved the dance at the regional contest."
+REPLY = "Jon: A contemporary piece called Finding Freedom."
+CHAT = {
+    UNHEARD: unit(e0=1.0),
+    # Every query word the memory knows, but not the closest in meaning.
+    AT_HOME: unit(e0=0.5, e9=0.866),
+    CONTEST: unit(e0=1.0),
+    ASKED: unit(e0=0.8, e5=0.6),
+    SAID: unit(e0=0.8, e7=0.6),
+    # The answer shares no word with the question and little meaning: alone it ranks below small talk.
+    REPLY: unit(e0=0.35, e6=0.937),
+    **{
+        line: unit(e0=0.5, e8=0.866)
+        for line in (
+            "Jon: I got new shoes for practice.",
+            "Gina: My store had a busy week.",
+            "Jon: The studio needs a new floor.",
+            "Gina: Let's catch up soon!",
+        )
+    },
+}
+
+
+def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: TestClient) -> None:
+    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
+    base = store(hand_placed, [*small_talk[:2], ASKED, REPLY, *small_talk[2:]])
+    response = hand_placed.get(base, params={"query": CONTEST, "k": 10})
+    order = [h["content"] for h in response.json()["items"]]
+    assert order[:2] == [ASKED, REPLY], order
+    assert 0 <= response.json()["items"][1]["score"] <= 1
+    # The vector and text modes rank each row on its own.
+    assert search(hand_placed, base, "vector", CONTEST).index(REPLY) > 2
+
+
+def test_only_a_question_lends_its_score_to_the_line_after_it(hand_placed: TestClient) -> None:
+    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
+    # A statement before the same line, and a question after it (not before): neither lifts it.
+    base = store(hand_placed, [*small_talk[:2], SAID, REPLY, ASKED, *small_talk[2:]])
+    order = search(hand_placed, base, "hybrid", CONTEST)
+    assert set(order[:2]) == {SAID, ASKED} and order[-1] == REPLY, order
+
+
+def test_a_query_word_no_memory_holds_does_not_halve_the_lexical_evidence(hand_placed: TestClient) -> None:
+    # "Hokkaido" is in no memory: the bound of the query's lexical evidence doubles. The note holding every other
+    # query word is still the best lexical evidence there is, and is scored as such (against the best match, since
+    # it holds more than LEXICAL_FLOOR of the bound), not as half of a bound nothing can reach.
+    notes = [t for t in VECTORS if t.startswith("the user ")]
+    base = store(hand_placed, [AT_HOME, HIKING, *notes, "receipt 0042, paid in cash"])
+    assert search(hand_placed, base, "hybrid", UNHEARD)[:2] == [AT_HOME, HIKING]

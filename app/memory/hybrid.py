@@ -45,7 +45,13 @@ PROBE_DF_SHARE = 0.01
 # Agents with fewer documents than this match query terms by checking their own rows rather than the GIN index.
 LEXICAL_SCAN_BELOW = 5_000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
-VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
+VECTOR_WEIGHT = {"hybrid": 0.45, "vector": 1.0, "text": 0.0}
+# BM25 is scaled by the best candidate's, but never by less than this share of the query's bound.
+LEXICAL_FLOOR = 0.5
+# A reply to one of the REPLY_LEAD best-scoring questions gains this share of the question's score.
+REPLY_SHARE = 0.3
+REPLY_LEAD = 30
+QUESTION_PATTERN = r"[?？]\s*$"
 
 Mode = Literal["hybrid", "vector", "text"]
 Row = TypeVar("Row", bound=SQLModel)
@@ -85,19 +91,54 @@ def _by_agent_size(select: str, below: int, *, small: tuple[str, str], large: tu
 
 def _fused(table: str, vector_weight: float) -> str:
     """Both candidate lists with their cosine and BM25, and the fused score: the cosine min-max normalised over
-    the candidates, BM25 as a share of the query's bound (see `bound`)."""
+    the candidates, BM25 over the larger of the best candidate's and LEXICAL_FLOOR x the query's bound (see `bound`)."""
     return f"""
 pool AS (
     SELECT t.id,
            1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity,  -- NULL: not embedded (yet)
            coalesce(b.score, 0) AS bm25
     FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
+), norms AS (
+    SELECT min(similarity) AS low, max(similarity) AS high,
+           nullif(greatest(max(bm25), {LEXICAL_FLOOR} * (SELECT value FROM bound)), 0) AS lexical_scale
+    FROM pool
 ), fused AS (
     SELECT id, coalesce(similarity, 0) AS similarity,
            -- a row without a vector gets no vector share, and does not stretch the others' range
-           {vector_weight} * CASE WHEN similarity IS NULL THEN 0 ELSE coalesce((similarity - min(similarity) OVER ()) / nullif(max(similarity) OVER () - min(similarity) OVER (), 0), 1) END
-           + {1 - vector_weight} * coalesce(bm25 / nullif((SELECT value FROM bound), 0), 0) AS score
-    FROM pool
+           {vector_weight} * CASE WHEN similarity IS NULL THEN 0 ELSE coalesce((similarity - low) / nullif(high - low, 0), 1) END
+           + {1 - vector_weight} * coalesce(bm25 / lexical_scale, 0) AS score
+    FROM pool CROSS JOIN norms
+)"""
+
+
+def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float) -> str:
+    """A row that follows a question among the top REPLY_LEAD candidates (the next row of the agent in `sequence`
+    order: a reply) gains REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the
+    question before it. A reply outside the candidates joins them, its own score computed as theirs were."""
+    ordered = ", ".join(sequence)
+    lead = ", ".join(f"q.{c} AS q_{c}" for c in sequence)
+    after = ", ".join(f"l.q_{c}" for c in sequence)
+    return f"""
+lead AS (
+    SELECT l.score, {lead}
+    FROM (SELECT id, score FROM fused ORDER BY score DESC, id LIMIT {REPLY_LEAD}) l JOIN {table} q ON q.id = l.id
+    WHERE q.content ~ '{QUESTION_PATTERN}'
+), replies AS (
+    SELECT r.id, max(l.score) AS question_score
+    FROM lead l CROSS JOIN LATERAL (
+        SELECT id FROM {table} WHERE {where} AND ({ordered}) > ({after}) ORDER BY {ordered} LIMIT 1
+    ) r
+    GROUP BY r.id
+), ranked AS (
+    SELECT id, similarity, score FROM fused WHERE id NOT IN (SELECT id FROM replies)
+    UNION ALL
+    SELECT r.id, coalesce(f.similarity, 1 - (t.embedding <=> CAST(:embedding AS vector)), 0),
+           least(own.score + {REPLY_SHARE} * r.question_score, 1)
+    FROM replies r JOIN {table} t ON t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
+    CROSS JOIN norms
+    CROSS JOIN LATERAL (SELECT coalesce(f.score,
+        {vector_weight} * coalesce(least(greatest((1 - (t.embedding <=> CAST(:embedding AS vector)) - low) / nullif(high - low, 0), 0), 1), 0)
+        + {1 - vector_weight} * coalesce(b.score / lexical_scale, 0)) AS score) own
 )"""
 
 
@@ -161,7 +202,7 @@ df AS (
 )"""
 
 
-def _sql(table: str, columns: str, where: str, mode: Mode) -> str:
+def _sql(table: str, columns: str, where: str, mode: Mode, sequence: tuple[str, ...] | None) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     ctes = [
@@ -170,9 +211,13 @@ def _sql(table: str, columns: str, where: str, mode: Mode) -> str:
         _lexical(table, where, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode]),
     ]
+    ranked = "fused"
+    if mode == "hybrid" and sequence:
+        ctes.append(_replies(table, where, sequence, VECTOR_WEIGHT[mode]))
+        ranked = "ranked"
     return f"""
 WITH {", ".join(ctes)}, top AS (
-    SELECT id, similarity, score FROM fused ORDER BY score DESC, similarity DESC, id LIMIT :k
+    SELECT id, similarity, score FROM {ranked} ORDER BY score DESC, similarity DESC, id LIMIT :k
 )
 SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
 ORDER BY top.score DESC, top.similarity DESC, top.id
@@ -191,9 +236,11 @@ def search_statement(
     after: datetime | None = None,
     before: datetime | None = None,
     mode: Mode = "hybrid",
+    sequence: tuple[str, ...] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE).
-    `where`: extra trusted SQL conditions over the table, their values bound through `params`."""
+    `where`: extra trusted SQL conditions over the table, their values bound through `params`; `sequence`: the
+    columns that order the agent's rows as they were written (a reply follows its question), None: no such order."""
     where = ["agent_id = :agent_id", *(where or [])]
     params = {
         **(params or {}),
@@ -211,7 +258,7 @@ def search_statement(
     table = model.__tablename__  # type: ignore[attr-defined]
     # Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows.
     columns = ", ".join(f"t.{c.name}" for c in model.__table__.columns if c.name != "embedding")  # type: ignore[attr-defined]
-    return _sql(table, columns, " AND ".join(where), mode), params
+    return _sql(table, columns, " AND ".join(where), mode, sequence), params
 
 
 async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.UUID, **search: Any) -> list[tuple[Row, Hit]]:

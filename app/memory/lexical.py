@@ -30,13 +30,14 @@ ENGLISH_STOPWORDS = frozenset(
 )
 
 
-def tokens(text: str) -> list[str]:
+def tokens(text: str, *, stem: bool = True, stop_words: frozenset[str] = ENGLISH_STOPWORDS) -> list[str]:
+    """`stem` and `stop_words` are what the service uses; bench/ measures the alternatives."""
     out: list[str] = []
     for run in _TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
         if _IS_CJK.match(run):
             out.extend(_cjk_tokens(run))
-        elif run not in ENGLISH_STOPWORDS and (len(run) > 1 or run.isdigit()) and len(run) <= MAX_TOKEN_CHARS:
-            out.append(_stem(run) if run.isascii() and run.isalpha() else run)
+        elif run not in stop_words and (len(run) > 1 or run.isdigit()) and len(run) <= MAX_TOKEN_CHARS:
+            out.append(_stem(run) if stem and run.isascii() and run.isalpha() else run)
     return out
 
 

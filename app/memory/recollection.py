@@ -1,11 +1,15 @@
 """Retrieval that does not wait for the model to remember to search: at the start of a turn the user's message is
-searched in archival and recall memory, and the few hits that pass a relevance gate go into the prompt.
+searched in archival and recall memory, and the hits that pass a relevance gate go into the prompt.
 
-The gate keeps a hit when its meaning is close or when it shares enough of the query's words. Close: its cosine
-similarity stands out from the query's baseline (the margin over the query's similarity to generic text, see
-app/memory/background.py; a raw cosine cannot tell, since multilingual-e5 scores unrelated texts 0.75-0.85).
-Words: lexical coverage, the share of the query's distinct tokens found in the hit (bigrams for Japanese). Both
-thresholds come from bench/retrieval.py on LongMemEval and from the Japanese set: see bench/README.md."""
+The gate first asks whether memory holds anything about the message at all: some hit must be close in meaning or
+share enough of the query's words. Close: its cosine similarity stands out from the query's baseline (the margin
+over the query's similarity to generic text, see app/memory/background.py; a raw cosine cannot tell, since
+multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct
+tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
+at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
+words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
+first, up to a budget of characters. Thresholds, K and the budget come from bench/recollection.py, chosen on
+LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
 from dataclasses import dataclass
@@ -21,7 +25,9 @@ from app.memory.service import ArchivalMemory, RecallMemory
 MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
-RECOLLECTION_CHARS = 600
+COMPANY_RATIO = 0.8
+RECOLLECTION_CHARS = 600  # of one memory
+BUDGET_CHARS = 1500  # of all of them
 
 
 @dataclass
@@ -32,6 +38,15 @@ class Recollection:
     similarity: float
     margin: float
     coverage: float
+    score: float
+
+    @property
+    def evident(self) -> bool:
+        """Relevant on its own: close in meaning or sharing enough of the query's words."""
+        return self.margin >= MIN_MARGIN or self.coverage >= MIN_COVERAGE
+
+    def line(self) -> str:
+        return f"- [{self.source}, {self.created_at:%Y-%m-%d}] {self.content[:RECOLLECTION_CHARS]}"
 
 
 def coverage(query_tokens: set[str], search_text: str) -> float:
@@ -40,8 +55,22 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
 
 
-def relevant(margin: float, lexical_coverage: float) -> bool:
-    return margin >= MIN_MARGIN or lexical_coverage >= MIN_COVERAGE
+def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, company: float = COMPANY_RATIO) -> list[Recollection]:
+    """The hits that go into the prompt, best first: none unless one is evident; then the evident ones and those
+    within `company` of their source's best score, at most `k` and `budget` characters (the first always fits)."""
+    if not any(h.evident for h in hits):
+        return []
+    best = {source: max(h.score for h in hits if h.source == source) for source in {h.source for h in hits}}
+    kept = sorted((h for h in hits if h.evident or h.score >= company * best[h.source]), key=lambda h: -h.score)
+    chosen: list[Recollection] = []
+    used = 0
+    for hit in kept[:k]:
+        size = len(hit.line()) + 1
+        if chosen and used + size > budget:
+            break
+        chosen.append(hit)
+        used += size
+    return chosen
 
 
 async def recollect(
@@ -59,19 +88,34 @@ async def recollect(
     base = await baseline(embedder, embedding)
     passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
     messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
-    # (source, content, when, cosine to the query, lexical tokens) of every hit of either memory
-    hits = [("archival", m.passage.content, m.passage.created_at, m.similarity, m.passage.search_text) for m in passages]
-    hits += [("conversation", f"{m.role}: {m.recall_text()}", m.created_at, h.similarity, m.search_text) for m, h in messages]
-    found: list[Recollection] = []
-    for source, content, created_at, similarity, search_text in hits:
-        cov = coverage(query_tokens, search_text)
-        if relevant(similarity - base, cov):
-            found.append(Recollection(source, content, created_at, similarity, similarity - base, cov))
-    found.sort(key=lambda r: max(r.margin / MIN_MARGIN, r.coverage / MIN_COVERAGE), reverse=True)
-    return found[:k]
+    hits = [
+        Recollection(
+            "archival",
+            m.passage.content,
+            m.passage.created_at,
+            m.similarity,
+            m.similarity - base,
+            coverage(query_tokens, m.passage.search_text),
+            m.score,
+        )
+        for m in passages
+    ]
+    hits += [
+        Recollection(
+            "conversation",
+            f"{m.role}: {m.recall_text()}",
+            m.created_at,
+            h.similarity,
+            h.similarity - base,
+            coverage(query_tokens, m.search_text),
+            h.score,
+        )
+        for m, h in messages
+    ]
+    return select(hits, k=k)
 
 
 def render(recollections: list[Recollection]) -> str | None:
     if not recollections:
         return None
-    return "\n".join(f"- [{r.source}, {r.created_at:%Y-%m-%d}] {r.content[:RECOLLECTION_CHARS]}" for r in recollections)
+    return "\n".join(r.line() for r in recollections)

@@ -175,6 +175,7 @@ class PassageRepository:
             params={"tags": tags},
             after=after,
             before=before,
+            sequence=("created_at", "id"),
         )
         return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]
 
@@ -260,6 +261,7 @@ class MessageRepository:
             params={"below_seq": below_seq},
             after=after,
             before=before,
+            sequence=("seq",),
         )
 
     async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:

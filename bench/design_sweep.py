@@ -1,0 +1,129 @@
+"""How the hybrid design was chosen, and how much each of its parameters matters, on every set at once.
+
+Every design of a grid (vector weight x lexical floor x reply share) is scored by the replica of the hybrid statement
+(bench/fusion_replica.py) on the vectors the service stored. The protocol cannot favour one set: a design must keep
+the Japanese set's top-3 at 1.00 for Japanese and English-to-Japanese questions, and among those the winner is the
+one whose *worst* lead over the best same-run baseline, at recall@5 on LongMemEval and on LoCoMo, is largest.
+Printed: the best designs under that protocol, what choosing on one set alone would have given on the other
+(leave-one-set-out), and a sensitivity table: each lever moved alone from the shipped design.
+"""
+
+import itertools
+from collections.abc import Iterable
+
+import numpy as np
+
+from bench.fusion_replica import SHIPPED, Design, baselines, engram
+
+KS = (1, 3, 5, 10)
+AT5 = KS.index(5)
+JAPANESE_KINDS = ("ja", "en-ja")  # top-3 must stay 1.00 for these
+GRID = {
+    "vector_weight": (0.35, 0.4, 0.45, 0.5, 0.55, 0.6),
+    "lexical_floor": (0.25, 0.5, 0.75, 1.0),
+    "reply_share": (0.0, 0.2, 0.3, 0.4),
+}
+SENSITIVITY = {
+    "vector_weight": (0.3, 0.4, 0.45, 0.5, 0.6, 0.7),
+    "lexical_floor": (0.0, 0.25, 0.5, 0.75, 1.0),
+    "reply_share": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    "reply_lead": (5, 10, 30, 100),
+    "candidates": (30, 50, 100, 200),
+    "k1": (0.9, 1.2, 1.6),
+    "b": (0.5, 0.75, 0.9),
+    "tokens": ("engram", "no-stemming", "no-stop-words"),
+}
+
+
+def _recall(stored, question, ranking: list[int]) -> list[float]:
+    covered = stored.cover(ranking)
+    return [len(question.evidence & set().union(*covered[:k])) / len(question.evidence) for k in KS]
+
+
+class Scorer:
+    """Recall of a design on each set, and the best baseline's, from the queries bench/retrieval.py ran."""
+
+    def __init__(self, queries_by_set: dict[str, list]):
+        self.sets = {name: [(s, q, v) for s, q, v in queries if q.evidence] for name, queries in queries_by_set.items()}
+        self.japanese = next((n for n in self.sets if n.startswith("Japanese")), None)
+        self.ranked = [n for n in self.sets if n != self.japanese]  # the sets a design is chosen on
+        self.best_baseline = {}
+        for name, queries in self.sets.items():
+            rows = {b: [] for b in ("cosine", "bm25", "rrf k=60")}
+            for s, q, v in queries:
+                for b, ranking in baselines(s.index, q.text, v, max(KS)).items():
+                    rows[b].append(_recall(s, q, ranking))
+            self.best_baseline[name] = np.max([np.mean(r, axis=0) for r in rows.values()], axis=0)
+        self._memo: dict[tuple[str, Design], tuple[np.ndarray, dict[str, float]]] = {}
+
+    def score(self, name: str, design: Design) -> tuple[np.ndarray, dict[str, float]]:
+        """Mean recall@KS, and top-3 per category."""
+        if (name, design) not in self._memo:
+            rows, by_category = [], {}
+            for s, q, v in self.sets[name]:
+                r = _recall(s, q, engram(s.index, q.text, v, max(KS), design))
+                rows.append(r)
+                by_category.setdefault(q.category, []).append(r[KS.index(3)])
+            self._memo[(name, design)] = (np.mean(rows, axis=0), {c: float(np.mean(v)) for c, v in by_category.items()})
+        return self._memo[(name, design)]
+
+    def admissible(self, design: Design) -> bool:
+        if self.japanese is None:
+            return True
+        top3 = self.score(self.japanese, design)[1]
+        return all(top3.get(kind, 1.0) >= 1.0 for kind in JAPANESE_KINDS)
+
+    def lead(self, name: str, design: Design) -> float:
+        return float(self.score(name, design)[0][AT5] - self.best_baseline[name][AT5])
+
+    def worst_lead(self, design: Design, sets: Iterable[str] | None = None) -> float:
+        return min(self.lead(n, design) for n in (sets or self.ranked))
+
+
+def grid() -> list[Design]:
+    return [SHIPPED.but(**dict(zip(GRID, values, strict=True))) for values in itertools.product(*GRID.values())]
+
+
+def _describe(design: Design) -> str:
+    return ", ".join(f"{k}={getattr(design, k)}" for k in GRID)
+
+
+def _cells(scorer: Scorer, design: Design) -> str:
+    cells = []
+    for name in scorer.ranked:
+        r = scorer.score(name, design)[0]
+        cells.append(f"{r[0]:.3f}/{r[AT5]:.3f}/{r[-1]:.3f} ({scorer.lead(name, design):+.3f})")
+    if scorer.japanese:
+        top3 = scorer.score(scorer.japanese, design)[1]
+        cells.append("/".join(f"{top3.get(k, float('nan')):.2f}" for k in JAPANESE_KINDS))
+    return " | ".join(f"{c:<30}" for c in cells)
+
+
+def report(queries_by_set: dict[str, list]) -> dict:
+    scorer = Scorer(queries_by_set)
+    header = " | ".join(f"{n + ' @1/@5/@10 (@5 lead)':<30}" for n in scorer.ranked)
+    header += " | Japanese top-3 " + "/".join(JAPANESE_KINDS) if scorer.japanese else ""
+    designs = [d for d in grid() if scorer.admissible(d)]
+    ranked = sorted(designs, key=lambda d: (-scorer.worst_lead(d), -np.mean([scorer.lead(n, d) for n in scorer.ranked])))
+    print(
+        f"\n== Design choice: {len(designs)} of {len(grid())} grid designs keep the Japanese top-3 at 1.00; best worst-case @5 lead"
+    )
+    print(f"{'design':<52} | {header}")
+    for d in ranked[:8]:
+        print(f"{_describe(d):<52} | {_cells(scorer, d)}")
+    print(f"{'shipped: ' + _describe(SHIPPED):<52} | {_cells(scorer, SHIPPED)}")
+    print("\nLeave one set out (chosen on one set's @5 lead alone, then scored on the other): ")
+    for chosen_on in scorer.ranked:
+        best = max(designs, key=lambda d: scorer.lead(chosen_on, d))
+        others = ", ".join(f"{n} lead {scorer.lead(n, best):+.3f}" for n in scorer.ranked if n != chosen_on)
+        print(f"  chosen on {chosen_on}: {_describe(best)} -> {chosen_on} lead {scorer.lead(chosen_on, best):+.3f}; {others}")
+    print("\n== Sensitivity: each lever moved alone from the shipped design (recall @1/@5/@10, @5 lead over the best baseline)")
+    print(f"{'lever':<28} | {header}")
+    table = {}
+    for lever, values in SENSITIVITY.items():
+        for value in values:
+            d = SHIPPED.but(**{lever: value})
+            mark = " *" if value == getattr(SHIPPED, lever) else ""
+            print(f"{lever + ' = ' + str(value) + mark:<28} | {_cells(scorer, d)}")
+            table[f"{lever}={value}"] = {n: scorer.score(n, d)[0].tolist() for n in scorer.sets}
+    return {"best_baseline": {n: v.tolist() for n, v in scorer.best_baseline.items()}, "sensitivity": table}

@@ -1,0 +1,190 @@
+"""Memory in the prompt: what automatic recollection puts into the model's first request of a turn, on every set.
+
+Each corpus of bench/retrieval_sets.py goes into its own agent (`POST …/archival/batch`, one turn per passage), and
+each question is sent as a chat message (`POST …/chat`) to the service in process, whose LLM is the scripted
+OpenAI-compatible server on loopback (it answers every request with `send_message`). Measured on the first LLM
+request of each turn: the share of the question's evidence turns that its "Possibly relevant memories" section
+holds, the share of questions with any evidence there, and the characters of recollected memory. The Japanese
+set's unrelated questions measure the other side: how often memory is injected when none applies. Questions of one
+corpus go to one agent in order, as a user would ask them (earlier questions become recall memory).
+
+Before the chat runs, the gate's parameters are swept offline on the same hybrid hits (k=10 through
+ArchivalMemory.search, with the margins and coverages recollect() computes) through recollection.select(), the
+function the service runs: the table shows each set at once, and the shipped values are marked.
+
+    python bench/recollection.py --cache DIR          # vectors from bench/retrieval.py's cache
+    python bench/recollection.py --sets locomo japanese
+"""
+
+import argparse
+import asyncio
+import itertools
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app import db  # noqa: E402
+from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.memory import lexical, recollection  # noqa: E402
+from app.memory.background import baseline  # noqa: E402
+from app.memory.service import ArchivalMemory  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from bench.embedding_cache import CachedEmbedder  # noqa: E402
+from bench.retrieval import start_database  # noqa: E402
+from bench.retrieval_sets import SETS, RetrievalSet  # noqa: E402
+from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
+
+MEMORIES = "## Possibly relevant memories"
+SHIPPED = {
+    "k": Settings.model_fields["auto_retrieval_k"].default,
+    "budget": recollection.BUDGET_CHARS,
+    "company": recollection.COMPANY_RATIO,
+}
+SWEEP = {"k": (3, 5, 8, 10), "budget": (1000, 1500, 2000), "company": (1.01, 0.9, 0.8, 0.7)}  # 1.01: evident hits only
+
+
+def memories_of(request: dict) -> str:
+    system = request["messages"][0]["content"]
+    if MEMORIES not in system:
+        return ""
+    section = system.split(MEMORIES, 1)[1].split("\n", 1)[1]
+    return section.split("\n\n## ", 1)[0].split("\n\nCurrent time: ", 1)[0]
+
+
+def in_prompt(section: str, passages: list[str], evidence) -> int:
+    return sum(passages[i][: recollection.RECOLLECTION_CHARS] in section for i in evidence)
+
+
+def figures(rows: list[tuple[int, int, int]], unrelated: list[int]) -> dict:
+    """rows: per question with evidence (evidence turns in the prompt, evidence turns, characters); unrelated: per
+    question that memory cannot answer, the characters injected."""
+    return {
+        "evidence turns": sum(r[0] for r in rows) / max(sum(r[1] for r in rows), 1),
+        "questions with evidence": float(np.mean([r[0] > 0 for r in rows])) if rows else float("nan"),
+        "median chars": statistics.median(r[2] for r in rows) if rows else float("nan"),
+        "unrelated injected": float(np.mean([c > 0 for c in unrelated])) if unrelated else float("nan"),
+    }
+
+
+def describe(f: dict) -> str:
+    unrelated = f" unrelated {f['unrelated injected']:.2f}" if not np.isnan(f["unrelated injected"]) else ""
+    return f"ev {f['evidence turns']:.3f} q {f['questions with evidence']:.3f} chars {f['median chars']:5.0f}{unrelated}"
+
+
+async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: list[RetrievalSet]) -> dict:
+    """Per set: per question, its archival hits as recollect() sees them (k=10) and its evidence."""
+    engine = db.create_engine(url)
+    sessions = db.session_factory(engine)
+    out: dict[str, list] = {}
+    try:
+        for s in sets:
+            for corpus in s.corpora:
+                for q in corpus.questions:
+                    vector = await embedder.embed_query(q.text)
+                    base = await baseline(embedder, vector)
+                    tokens = set(lexical.query_terms(q.text))
+                    async with sessions() as session:
+                        matches = await ArchivalMemory(session, embedder).search(agents[corpus.name], q.text, k=10, vector=vector)
+                    hits = [
+                        recollection.Recollection(
+                            "archival",
+                            m.passage.content,
+                            m.passage.created_at,
+                            m.similarity,
+                            m.similarity - base,
+                            recollection.coverage(tokens, m.passage.search_text),
+                            m.score,
+                        )
+                        for m in matches
+                    ]
+                    out.setdefault(s.name, []).append((corpus, q, hits))
+    finally:
+        await engine.dispose()
+    return out
+
+
+def sweep(hits: dict) -> None:
+    print(
+        "\n== Gate sweep, offline on the archival hits (recollection.select): evidence turns in the prompt, questions with any, median chars"
+    )
+    for values in itertools.product(*SWEEP.values()):
+        params = dict(zip(SWEEP, values, strict=True))
+        cells = []
+        for name, questions in hits.items():
+            rows, unrelated = [], []
+            for corpus, q, found in questions:
+                section = recollection.render(recollection.select(found, **params)) or ""
+                if q.evidence:
+                    rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
+                else:
+                    unrelated.append(len(section))
+            cells.append(f"{name}: {describe(figures(rows, unrelated))}")
+        mark = " *" if params == SHIPPED else ""
+        print(f"k={params['k']:<2} budget={params['budget']:<4} company={params['company']:<4}{mark:2} | " + " | ".join(cells))
+
+
+def chat_path(client: TestClient, llm: ScriptedLLM, agents: dict[str, str], sets: list[RetrievalSet]) -> None:
+    print(
+        f"\n== Through the chat path (auto_retrieval_k={SHIPPED['k']}, budget {SHIPPED['budget']}, company {SHIPPED['company']})"
+    )
+    for s in sets:
+        rows, unrelated = [], []
+        for corpus in s.corpora:
+            for q in corpus.questions:
+                first = len(llm.requests)
+                response = client.post(f"/v1/agents/{agents[corpus.name]}/chat", json={"message": q.text})
+                assert response.status_code == 200, response.text
+                section = memories_of(llm.requests[first])
+                if q.evidence:
+                    rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
+                else:
+                    unrelated.append(len(section))
+        f = figures(rows, unrelated)
+        print(f"{s.name:<16} {len(rows)} questions: {describe(f)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--limit", type=int, help="only the first N corpora of each set")
+    parser.add_argument("--cache", type=Path, help="embeddings kept across runs (bench/embedding_cache.py)")
+    args = parser.parse_args()
+    sets = [SETS[name](limit=args.limit) for name in args.sets]
+    embedder: Embedder = build_embedder(Settings())
+    if args.cache:
+        embedder = CachedEmbedder(embedder, args.cache)
+    llm = ScriptedLLM().start()
+    llm.reset(fallback=tools(call("send_message", text="Noted.")))
+    root = Path(tempfile.mkdtemp(prefix="engram-recollection-"))
+    server, url = start_database(root, embedder.dim)
+    try:
+        settings = Settings(database_url=url, openai_base_url=llm.url, openai_api_key="bench", llm_model="scripted")
+        with TestClient(create_app(settings, embedder=embedder), client=("127.0.0.1", 50000)) as client:
+            agents = {}
+            for s in sets:
+                for corpus in s.corpora:
+                    agents[corpus.name] = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
+                    for start in range(0, len(corpus.passages), 64):
+                        items = [{"content": p} for p in corpus.passages[start : start + 64]]
+                        response = client.post(f"/v1/agents/{agents[corpus.name]}/archival/batch", json={"items": items})
+                        assert response.status_code == 201, response.text
+                    if isinstance(embedder, CachedEmbedder):
+                        embedder.save()
+            sweep(asyncio.run(hits_of(url, embedder, agents, sets)))
+            chat_path(client, llm, agents, sets)
+    finally:
+        llm.stop()
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The retrieval evaluation sets in one shape: corpora of passages (one conversational turn each, `"Speaker: text"`,
+as a user would store them), each with questions whose evidence is a set of passage indices and a category.
+
+- LongMemEval_S dev (`../shared/data/longmemeval_s_dev28.json`): one corpus per question (its ~500-turn haystack),
+  evidence = turns marked `has_answer`, category = `question_type`.
+- LoCoMo dev (`../shared/data/locomo_dev5.json`): one corpus per conversation (~400-700 short turns), its questions
+  of categories 1-4 (5, adversarial, has no evidence), evidence = their `dia_id`s.
+- Japanese (`tests/data/multilingual_memory.json`): one corpus of 40 facts, 44 questions in other words, category =
+  kind (ja, en-ja, ja-en, mixed); its `unrelated` questions have no evidence (the recollection gate's test).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+LONGMEMEVAL = SHARED_DATA / "longmemeval_s_dev28.json"
+LOCOMO = SHARED_DATA / "locomo_dev5.json"
+JAPANESE = ROOT / "tests" / "data" / "multilingual_memory.json"
+MAX_CHARS = 2000  # a LongMemEval turn can be tens of thousands of characters; the head says what it is about
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+@dataclass
+class Question:
+    text: str
+    category: str
+    evidence: frozenset[int]  # indices into the corpus' passages; empty: nothing in memory answers it
+
+
+@dataclass
+class Corpus:
+    name: str
+    passages: list[str]
+    questions: list[Question] = field(default_factory=list)
+
+
+@dataclass
+class RetrievalSet:
+    name: str
+    corpora: list[Corpus]
+
+    @property
+    def questions(self) -> list[tuple[Corpus, Question]]:
+        return [(c, q) for c in self.corpora for q in c.questions]
+
+
+def _parsed(value):
+    """Some exports store lists/objects as JSON text; accept both."""
+    return json.loads(value) if isinstance(value, str) and value.strip()[:1] in ("[", "{") else value
+
+
+def longmemeval(path: Path = LONGMEMEVAL, limit: int | None = None) -> RetrievalSet:
+    corpora = []
+    for q in _parsed(json.loads(path.read_text()))[: limit or None]:
+        passages, evidence = [], set()
+        for session in _parsed(q["haystack_sessions"]):
+            for turn in _parsed(session):
+                turn = _parsed(turn)
+                if str(turn.get("has_answer", False)).lower() == "true":
+                    evidence.add(len(passages))
+                passages.append(f"{turn['role']}: {turn['content']}"[:MAX_CHARS])
+        question = Question(q["question"], q["question_type"], frozenset(evidence))
+        corpora.append(Corpus(f"longmemeval {q['question_id']}", passages, [question]))
+    return RetrievalSet("LongMemEval dev", corpora)
+
+
+_DIA_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
+    corpora = []
+    for sample in json.loads(path.read_text())[: limit or None]:
+        conversation, passages, index = sample["conversation"], [], {}
+        sessions = sorted((int(k.split("_")[1]), v) for k, v in conversation.items() if re.fullmatch(r"session_\d+", k))
+        for _, turns in sessions:
+            for turn in turns:
+                index[turn["dia_id"]] = len(passages)
+                passages.append(f"{turn['speaker']}: {turn['text']}")
+        corpus = Corpus(f"locomo {sample['sample_id']}", passages)
+        for qa in sample["qa"]:
+            # evidence ids are sometimes written "D8:6; D9:17" or "D:11:26"
+            ids = {f"D{s}:{t}" for e in qa.get("evidence", []) for s, t in _DIA_ID.findall(e)}
+            evidence = frozenset(index[i] for i in ids if i in index)
+            if qa["category"] in LOCOMO_CATEGORIES and evidence:
+                corpus.questions.append(Question(qa["question"], LOCOMO_CATEGORIES[qa["category"]], evidence))
+        corpora.append(corpus)
+    return RetrievalSet("LoCoMo dev", corpora)
+
+
+def japanese(path: Path = JAPANESE, limit: int | None = None) -> RetrievalSet:
+    data = json.loads(path.read_text())
+    keys = list(data["facts"])
+    corpus = Corpus("japanese", [data["facts"][k] for k in keys])
+    for q in data["questions"]:
+        corpus.questions.append(Question(q["question"], q["kind"], frozenset({keys.index(q["fact"])})))
+    for text in data.get("unrelated", []):
+        corpus.questions.append(Question(text, "unrelated", frozenset()))
+    return RetrievalSet("Japanese", [corpus])
+
+
+SETS = {"longmemeval": longmemeval, "locomo": locomo, "japanese": japanese}

@@ -1,0 +1,53 @@
+"""The gate of automatic recollection (app/memory/recollection.select): what goes into the prompt, in what order,
+and within what size, decided on the hits' margins, lexical coverage and fused scores."""
+
+from datetime import UTC, datetime
+
+from app.memory import recollection
+from app.memory.recollection import Recollection, select
+
+WHEN = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+def hit(content: str, score: float, *, margin: float = 0.0, coverage: float = 0.0, source: str = "archival") -> Recollection:
+    return Recollection(source, content, WHEN, similarity=0.8, margin=margin, coverage=coverage, score=score)
+
+
+def test_nothing_goes_in_unless_some_hit_is_relevant_on_its_own() -> None:
+    # High fused scores are relative to the query's candidates: they say nothing about whether memory knows it.
+    unrelated = [hit("the user likes tea", 0.95), hit("the user lives in Osaka", 0.9)]
+    assert select(unrelated, k=10) == []
+
+
+def test_hits_close_to_an_evident_one_come_along_best_first() -> None:
+    question = hit("Gina: What dance did your team do at the contest?", 0.9, margin=0.1)
+    answer = hit("Jon: A contemporary piece called Finding Freedom.", 0.8)  # no margin, no shared words
+    chatter = hit("Jon: I got new shoes.", 0.5)
+    chosen = select([answer, chatter, question], k=10)
+    assert chosen == [question, answer]
+    # A lone answer, with no evident hit beside it, is not enough.
+    assert select([answer, chatter], k=10) == []
+
+
+def test_company_is_judged_against_the_best_hit_of_the_same_memory() -> None:
+    # Archival and conversation scores come from separate searches: neither's best sets the other's bar.
+    archival = [hit("a", 0.9, margin=0.1), hit("b", 0.3)]
+    conversation = [hit("c", 0.4, source="conversation", coverage=0.8), hit("d", 0.35, source="conversation")]
+    chosen = [r.content for r in select(archival + conversation, k=10)]
+    assert chosen == ["a", "c", "d"]
+
+
+def test_at_most_k_and_the_character_budget_the_first_always_fits() -> None:
+    hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
+    assert len(select(hits, k=3)) == 3
+    lines = select(hits, k=10, budget=720)  # lines of 235 characters with their newline
+    assert sum(len(r.line()) + 1 for r in lines) <= 720 and len(lines) == 3
+    huge = hit("y" * 5000, 0.9, margin=0.2)
+    [only] = select([huge], k=10, budget=100)
+    assert len(only.line()) < len(huge.content)  # cut to RECOLLECTION_CHARS
+
+
+def test_the_rendering_dates_and_labels_each_memory() -> None:
+    rendered = recollection.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
+    assert rendered == "- [archival, 2026-05-01] The user's cat is named Mochi"
+    assert recollection.render([]) is None
