@@ -37,6 +37,7 @@ class Design:
     # A reply to a question gets this share of the question's score (the question is among the top `reply_lead`).
     reply_share: float = hybrid.REPLY_SHARE
     reply_lead: int = hybrid.REPLY_LEAD
+    reply_max_tokens: int = hybrid.REPLY_MAX_TOKENS  # a longer reply stands on its own
 
     def but(self, **changes) -> "Design":
         return replace(self, **changes)
@@ -154,7 +155,12 @@ def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.n
     for j in np.argsort(-fused, kind="stable")[: design.reply_lead]:
         question = int(pool[j])
         reply = question + 1
-        if reply < len(ix.passages) and QUESTION.search(ix.passages[question]):
+        terms = ix.terms(design.tokens)
+        if (
+            reply < len(ix.passages)
+            and QUESTION.search(ix.passages[question])
+            and terms.lengths[reply] <= design.reply_max_tokens
+        ):
             if reply not in own:
                 sim_n = min(max((cosine[reply] - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
                 own[reply] = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n[reply]

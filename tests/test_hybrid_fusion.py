@@ -107,6 +107,8 @@ CONTEST = "the dance at the regional contest"
 ASKED = "Gina: What dance did your team do at the regional contest?"
 SAID = "Gina: I loved the dance at the regional contest."
 REPLY = "Jon: A contemporary piece called Finding Freedom."
+# An answer that stands on its own: longer than REPLY_MAX_TOKENS lexical tokens.
+LONG_REPLY = "Jon: " + " ".join(f"step{i}" for i in range(60))
 CHAT = {
     UNHEARD: unit(e0=1.0),
     # Every query word the memory knows, but not the closest in meaning.
@@ -116,6 +118,7 @@ CHAT = {
     SAID: unit(e0=0.8, e7=0.6),
     # The answer shares no word with the question and little meaning: alone it ranks below small talk.
     REPLY: unit(e0=0.35, e6=0.937),
+    LONG_REPLY: unit(e0=0.35, e10=0.937),
     **{
         line: unit(e0=0.5, e8=0.866)
         for line in (
@@ -154,3 +157,10 @@ def test_a_query_word_no_memory_holds_does_not_halve_the_lexical_evidence(hand_p
     notes = [t for t in VECTORS if t.startswith("the user ")]
     base = store(hand_placed, [AT_HOME, HIKING, *notes, "receipt 0042, paid in cash"])
     assert search(hand_placed, base, "hybrid", UNHEARD)[:2] == [AT_HOME, HIKING]
+
+
+def test_a_long_answer_stands_on_its_own(hand_placed: TestClient) -> None:
+    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
+    base = store(hand_placed, [*small_talk[:2], ASKED, LONG_REPLY, *small_talk[2:]])
+    order = search(hand_placed, base, "hybrid", CONTEST)
+    assert order[0] == ASKED and order[-1] == LONG_REPLY, order

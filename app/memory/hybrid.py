@@ -51,6 +51,7 @@ LEXICAL_FLOOR = 0.5
 # A reply to one of the REPLY_LEAD best-scoring questions gains this share of the question's score.
 REPLY_SHARE = 0.3
 REPLY_LEAD = 30
+REPLY_MAX_TOKENS = 50  # lexical tokens: a longer reply stands on its own
 QUESTION_PATTERN = r"[?？]\s*$"
 
 Mode = Literal["hybrid", "vector", "text"]
@@ -112,9 +113,10 @@ pool AS (
 
 
 def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float) -> str:
-    """A row that follows a question among the top REPLY_LEAD candidates (the next row of the agent in `sequence`
-    order: a reply) gains REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the
-    question before it. A reply outside the candidates joins them, its own score computed as theirs were."""
+    """A short row (at most REPLY_MAX_TOKENS) that follows a question among the top REPLY_LEAD candidates (the next
+    row of the agent in `sequence` order: a reply) gains REPLY_SHARE x the question's score, up to 1: "Yes, last
+    summer" means nothing without the question before it, while a long answer stands on its own. A reply outside
+    the candidates joins them, its own score computed as theirs were."""
     ordered = ", ".join(sequence)
     lead = ", ".join(f"q.{c} AS q_{c}" for c in sequence)
     after = ", ".join(f"l.q_{c}" for c in sequence)
@@ -126,8 +128,9 @@ lead AS (
 ), replies AS (
     SELECT r.id, max(l.score) AS question_score
     FROM lead l CROSS JOIN LATERAL (
-        SELECT id FROM {table} WHERE {where} AND ({ordered}) > ({after}) ORDER BY {ordered} LIMIT 1
+        SELECT id, token_count FROM {table} WHERE {where} AND ({ordered}) > ({after}) ORDER BY {ordered} LIMIT 1
     ) r
+    WHERE r.token_count <= {REPLY_MAX_TOKENS}
     GROUP BY r.id
 ), ranked AS (
     SELECT id, similarity, score FROM fused WHERE id NOT IN (SELECT id FROM replies)

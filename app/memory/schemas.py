@@ -78,7 +78,8 @@ class PassageRead(BaseModel):
     created_at: datetime
     score: float | None = Field(
         default=None,
-        description="searches only: 0..1, equal-weight combination of min-max normalised cosine and BM25 over the candidates",
+        description="searches only: 0..1, the rank score: min-max normalised cosine and normalised BM25 over the candidates, "
+        "combined, and a reply to a question raised by part of the question's score (app/memory/hybrid.py)",
     )
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
