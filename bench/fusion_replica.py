@@ -31,8 +31,8 @@ class Design:
     k1: float = hybrid.BM25_K1
     b: float = hybrid.BM25_B
     # The lexical score's scale: BM25 / max(best match in the pool, lexical_floor x the query's bound). 1.0: the
-    # bound alone (a share of the query's lexical evidence); 0.0: the best match alone.
-    lexical_floor: float = hybrid.LEXICAL_FLOOR
+    # bound alone (a share of the query's lexical evidence), as the service; 0.0: the best match alone.
+    lexical_floor: float = 1.0
     tokens: str = "engram"  # engram | no-stemming | no-stop-words: how passages and queries become terms
     # A reply to a question gets this share of the question's score (the question is among the top `reply_lead`).
     reply_share: float = hybrid.REPLY_SHARE
@@ -147,20 +147,17 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
 
 
 def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.ndarray, lex_n: np.ndarray, design: Design):
-    """The passage after each of the top `reply_lead` passages that asks a question gains `reply_share` of its score
-    (at most 1 in all); one outside the candidates joins them, with its own score computed as theirs were."""
+    """The short passage after each of the top `reply_lead` passages that is a short question gains `reply_share` of
+    its score (at most 1 in all); one outside the candidates joins them, its own score computed as theirs were."""
     lo, hi = cosine[pool].min(), cosine[pool].max()
     own = dict(zip(pool.tolist(), fused.tolist(), strict=True))
     boosted = dict(own)
+    lengths = ix.terms(design.tokens).lengths
     for j in np.argsort(-fused, kind="stable")[: design.reply_lead]:
         question = int(pool[j])
         reply = question + 1
-        terms = ix.terms(design.tokens)
-        if (
-            reply < len(ix.passages)
-            and QUESTION.search(ix.passages[question])
-            and terms.lengths[reply] <= design.reply_max_tokens
-        ):
+        short = reply < len(ix.passages) and max(lengths[question], lengths[reply]) <= design.reply_max_tokens
+        if short and QUESTION.search(ix.passages[question]):
             if reply not in own:
                 sim_n = min(max((cosine[reply] - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
                 own[reply] = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n[reply]

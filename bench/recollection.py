@@ -156,6 +156,7 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--limit", type=int, help="only the first N corpora of each set")
     parser.add_argument("--cache", type=Path, help="embeddings kept across runs (bench/embedding_cache.py)")
+    parser.add_argument("--no-sweep", action="store_true", help="only the chat path")
     args = parser.parse_args()
     sets = [SETS[name](limit=args.limit) for name in args.sets]
     embedder: Embedder = build_embedder(Settings())
@@ -178,7 +179,8 @@ def main() -> None:
                         assert response.status_code == 201, response.text
                     if isinstance(embedder, CachedEmbedder):
                         embedder.save()
-            sweep(asyncio.run(hits_of(url, embedder, agents, sets)))
+            if not args.no_sweep:
+                sweep(asyncio.run(hits_of(url, embedder, agents, sets)))
             chat_path(client, llm, agents, sets)
     finally:
         llm.stop()

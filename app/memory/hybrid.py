@@ -45,13 +45,11 @@ PROBE_DF_SHARE = 0.01
 # Agents with fewer documents than this match query terms by checking their own rows rather than the GIN index.
 LEXICAL_SCAN_BELOW = 5_000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
-VECTOR_WEIGHT = {"hybrid": 0.45, "vector": 1.0, "text": 0.0}
-# BM25 is scaled by the best candidate's, but never by less than this share of the query's bound.
-LEXICAL_FLOOR = 0.5
-# A reply to one of the REPLY_LEAD best-scoring questions gains this share of the question's score.
+VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
+# A short reply to one of the REPLY_LEAD best-scoring short questions gains this share of the question's score.
 REPLY_SHARE = 0.3
 REPLY_LEAD = 30
-REPLY_MAX_TOKENS = 50  # lexical tokens: a longer reply stands on its own
+REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
 QUESTION_PATTERN = r"[?？]\s*$"
 
 Mode = Literal["hybrid", "vector", "text"]
@@ -92,7 +90,7 @@ def _by_agent_size(select: str, below: int, *, small: tuple[str, str], large: tu
 
 def _fused(table: str, vector_weight: float) -> str:
     """Both candidate lists with their cosine and BM25, and the fused score: the cosine min-max normalised over
-    the candidates, BM25 over the larger of the best candidate's and LEXICAL_FLOOR x the query's bound (see `bound`)."""
+    the candidates, BM25 as a share of the query's bound (see `bound`)."""
     return f"""
 pool AS (
     SELECT t.id,
@@ -101,7 +99,7 @@ pool AS (
     FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
 ), norms AS (
     SELECT min(similarity) AS low, max(similarity) AS high,
-           nullif(greatest(max(bm25), {LEXICAL_FLOOR} * (SELECT value FROM bound)), 0) AS lexical_scale
+           nullif((SELECT value FROM bound), 0) AS lexical_scale
     FROM pool
 ), fused AS (
     SELECT id, coalesce(similarity, 0) AS similarity,
@@ -113,10 +111,11 @@ pool AS (
 
 
 def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float) -> str:
-    """A short row (at most REPLY_MAX_TOKENS) that follows a question among the top REPLY_LEAD candidates (the next
-    row of the agent in `sequence` order: a reply) gains REPLY_SHARE x the question's score, up to 1: "Yes, last
-    summer" means nothing without the question before it, while a long answer stands on its own. A reply outside
-    the candidates joins them, its own score computed as theirs were."""
+    """A short row that follows a short question among the top REPLY_LEAD candidates (the next row of the agent in
+    `sequence` order: a reply; both at most REPLY_MAX_TOKENS) gains REPLY_SHARE x the question's score, up to 1:
+    "Yes, last summer" means nothing without the question before it. Long lines stand on their own: an assistant's
+    long answer that ends with "How does that sound?" is not a question the next line answers. A reply outside the
+    candidates joins them, its own score computed as theirs were."""
     ordered = ", ".join(sequence)
     lead = ", ".join(f"q.{c} AS q_{c}" for c in sequence)
     after = ", ".join(f"l.q_{c}" for c in sequence)
@@ -124,7 +123,7 @@ def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: f
 lead AS (
     SELECT l.score, {lead}
     FROM (SELECT id, score FROM fused ORDER BY score DESC, id LIMIT {REPLY_LEAD}) l JOIN {table} q ON q.id = l.id
-    WHERE q.content ~ '{QUESTION_PATTERN}'
+    WHERE q.token_count <= {REPLY_MAX_TOKENS} AND q.content ~ '{QUESTION_PATTERN}'
 ), replies AS (
     SELECT r.id, max(l.score) AS question_score
     FROM lead l CROSS JOIN LATERAL (
