@@ -124,7 +124,7 @@ def sweep(hits: dict) -> None:
                 section = recollection.render(recollection.select(found, **params)) or ""
                 if q.evidence:
                     rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
-                else:
+                elif q.category == "unrelated":
                     unrelated.append(len(section))
             cells.append(f"{name}: {describe(figures(rows, unrelated))}")
         mark = " *" if params == SHIPPED else ""
@@ -145,7 +145,7 @@ def chat_path(client: TestClient, llm: ScriptedLLM, agents: dict[str, str], sets
                 section = memories_of(llm.requests[first])
                 if q.evidence:
                     rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
-                else:
+                elif q.category == "unrelated":
                     unrelated.append(len(section))
         f = figures(rows, unrelated)
         print(f"{s.name:<16} {len(rows)} questions: {describe(f)}")
