@@ -108,6 +108,12 @@ REPLY = "Jon: A contemporary piece called Finding Freedom."
 # Lines that stand on their own: longer than REPLY_MAX_TOKENS lexical tokens.
 LONG_REPLY = "Jon: " + " ".join(f"step{i}" for i in range(60))
 LONG_ASKED = ASKED[:-1] + " " + " ".join(f"detail{i}" for i in range(60)) + "?"
+SMALL_TALK = (
+    "Jon: I got new shoes for practice.",
+    "Gina: My store had a busy week.",
+    "Jon: The studio needs a new floor.",
+    "Gina: Let's catch up soon!",
+)
 CHAT = {
     CONTEST: unit(e0=1.0),
     ASKED: unit(e0=0.8, e5=0.6),
@@ -116,21 +122,12 @@ CHAT = {
     REPLY: unit(e0=0.35, e6=0.937),
     LONG_REPLY: unit(e0=0.35, e10=0.937),
     LONG_ASKED: unit(e0=0.8, e11=0.6),
-    **{
-        line: unit(e0=0.5, e8=0.866)
-        for line in (
-            "Jon: I got new shoes for practice.",
-            "Gina: My store had a busy week.",
-            "Jon: The studio needs a new floor.",
-            "Gina: Let's catch up soon!",
-        )
-    },
+    **{line: unit(e0=0.5, e8=0.866) for line in SMALL_TALK},
 }
 
 
 def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: TestClient) -> None:
-    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
-    base = store(hand_placed, [*small_talk[:2], ASKED, REPLY, *small_talk[2:]])
+    base = store(hand_placed, [*SMALL_TALK[:2], ASKED, REPLY, *SMALL_TALK[2:]])
     response = hand_placed.get(base, params={"query": CONTEST, "k": 10})
     order = [h["content"] for h in response.json()["items"]]
     assert order[:2] == [ASKED, REPLY], order
@@ -140,16 +137,14 @@ def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: 
 
 
 def test_only_a_question_lends_its_score_to_the_line_after_it(hand_placed: TestClient) -> None:
-    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
     # A statement before the same line, and a question after it (not before): neither lifts it.
-    base = store(hand_placed, [*small_talk[:2], SAID, REPLY, ASKED, *small_talk[2:]])
+    base = store(hand_placed, [*SMALL_TALK[:2], SAID, REPLY, ASKED, *SMALL_TALK[2:]])
     order = search(hand_placed, base, "hybrid", CONTEST)
     assert set(order[:2]) == {SAID, ASKED} and order[-1] == REPLY, order
 
 
 def test_long_lines_stand_on_their_own(hand_placed: TestClient) -> None:
-    small_talk = [line for line in CHAT if line.startswith(("Jon: I", "Gina: My", "Jon: The", "Gina: Let"))]
     # A long answer after a question, and a short line after a long "question" (an answer that ends by asking).
-    base = store(hand_placed, [*small_talk[:2], ASKED, LONG_REPLY, LONG_ASKED, REPLY, *small_talk[2:]])
+    base = store(hand_placed, [*SMALL_TALK[:2], ASKED, LONG_REPLY, LONG_ASKED, REPLY, *SMALL_TALK[2:]])
     order = search(hand_placed, base, "hybrid", CONTEST)
     assert set(order[:2]) == {ASKED, LONG_ASKED} and set(order[-2:]) == {REPLY, LONG_REPLY}, order
