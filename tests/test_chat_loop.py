@@ -288,3 +288,16 @@ def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Sett
         llm.reset(slow)
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "quick!"})
     assert response.status_code == 502 and "in time" in response.json()["detail"]
+
+
+def test_a_blank_message_is_refused_before_any_llm_call(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    llm.reset(fallback=tools(call("send_message", text="About nothing.")))
+    for blank in (" ", "\n\t ", "\u3000"):  # the last: an ideographic space
+        response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": blank})
+        assert response.status_code == 422 and "blank" in response.text, response.text
+    with client.websocket_connect(f"/v1/agents/{agent['id']}/ws") as ws:
+        ws.send_json({"type": "chat", "message": "   "})
+        problem = ws.receive_json()
+        assert problem["type"] == "error" and problem["code"] == "invalid_request" and "blank" in problem["detail"]
+    assert llm.requests == []
+    assert client.get(f"/v1/agents/{agent['id']}/messages").json()["items"] == []

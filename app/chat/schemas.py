@@ -1,7 +1,7 @@
 import uuid
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from app.chat.events import ErrorEvent, Event, StopReason, TurnCompleted, TurnStatus, Usage, turn_status
 from app.memory.schemas import MessageRead
@@ -10,8 +10,18 @@ from app.request_body import RequestBody
 MAX_MESSAGE_CHARS = 32_000
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("the message is blank: send some text")
+    return text
+
+
+# What a user says in a turn: a blank message would run a whole LLM turn about nothing.
+UserMessage = Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS), AfterValidator(_not_blank)]
+
+
 class ChatRequest(RequestBody):
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    message: UserMessage
 
 
 class ChatResponse(BaseModel):
@@ -45,7 +55,7 @@ class ChatResponse(BaseModel):
 
 class WsChat(RequestBody):
     type: Literal["chat"]
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    message: UserMessage
     idempotency_key: str | None = Field(default=None, max_length=200)
 
 
