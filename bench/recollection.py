@@ -33,9 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app import db  # noqa: E402
 from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
 from app.main import create_app  # noqa: E402
-from app.memory import lexical, recollection  # noqa: E402
-from app.memory.background import baseline  # noqa: E402
-from app.memory.service import ArchivalMemory  # noqa: E402
+from app.memory import recollection  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
 from bench.retrieval import start_database  # noqa: E402
@@ -89,23 +87,11 @@ async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: li
             for corpus in s.corpora:
                 for q in corpus.questions:
                     vector = await embedder.embed_query(q.text)
-                    base = await baseline(embedder, vector)
-                    tokens = set(lexical.query_terms(q.text))
                     async with sessions() as session:
-                        matches = await ArchivalMemory(session, embedder).search(agents[corpus.name], q.text, k=10, vector=vector)
-                    hits = [
-                        recollection.Recollection(
-                            "archival",
-                            m.passage.content,
-                            m.passage.created_at,
-                            m.similarity,
-                            m.similarity - base,
-                            recollection.coverage(tokens, m.passage.search_text),
-                            m.score,
+                        found = await recollection.hits(
+                            session, agents[corpus.name], q.text, vector, embedder=embedder, k=10, context_start_seq=0
                         )
-                        for m in matches
-                    ]
-                    out.setdefault(s.name, []).append((corpus, q, hits))
+                    out.setdefault(s.name, []).append((corpus, q, found))
     finally:
         await engine.dispose()
     return out

@@ -73,6 +73,34 @@ def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, comp
     return chosen
 
 
+async def hits(
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    query: str,
+    embedding: list[float],
+    *,
+    embedder: Embedder,
+    k: int,
+    context_start_seq: int,
+) -> list[Recollection]:
+    """The top `k` archival passages and earlier messages (those no longer in the context), with what the gate
+    judges them on, before it does."""
+    query_tokens = set(lexical.query_terms(query))
+    base = await baseline(embedder, embedding)
+    passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
+    messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
+    found = [
+        ("archival", m.passage.content, m.passage.created_at, m.similarity, m.score, m.passage.search_text) for m in passages
+    ]
+    found += [
+        ("conversation", f"{m.role}: {m.recall_text()}", m.created_at, h.similarity, h.score, m.search_text) for m, h in messages
+    ]
+    return [
+        Recollection(source, content, when, similarity, similarity - base, coverage(query_tokens, tokens), score)
+        for source, content, when, similarity, score, tokens in found
+    ]
+
+
 async def recollect(
     session: AsyncSession,
     agent_id: uuid.UUID,
@@ -83,36 +111,9 @@ async def recollect(
     k: int,
     context_start_seq: int,
 ) -> list[Recollection]:
-    """Relevant archival passages and earlier messages (those no longer in the context), best first."""
-    query_tokens = set(lexical.query_terms(query))
-    base = await baseline(embedder, embedding)
-    passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
-    messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
-    hits = [
-        Recollection(
-            "archival",
-            m.passage.content,
-            m.passage.created_at,
-            m.similarity,
-            m.similarity - base,
-            coverage(query_tokens, m.passage.search_text),
-            m.score,
-        )
-        for m in passages
-    ]
-    hits += [
-        Recollection(
-            "conversation",
-            f"{m.role}: {m.recall_text()}",
-            m.created_at,
-            h.similarity,
-            h.similarity - base,
-            coverage(query_tokens, m.search_text),
-            h.score,
-        )
-        for m, h in messages
-    ]
-    return select(hits, k=k)
+    """Relevant archival passages and earlier messages, best first: `hits` through the gate (`select`)."""
+    found = await hits(session, agent_id, query, embedding, embedder=embedder, k=k, context_start_seq=context_start_seq)
+    return select(found, k=k)
 
 
 def render(recollections: list[Recollection]) -> str | None:
