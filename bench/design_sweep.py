@@ -14,8 +14,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from bench.fusion_replica import SHIPPED, Design, baselines, engram
+from bench.retrieval_sets import KS
 
-KS = (1, 3, 5, 10)
 AT5 = KS.index(5)
 JAPANESE_KINDS = ("ja", "en-ja")  # top-3 must stay 1.00 for these
 GRID = {
@@ -36,11 +36,6 @@ SENSITIVITY = {
 }
 
 
-def _recall(stored, question, ranking: list[int]) -> list[float]:
-    covered = stored.cover(ranking)
-    return [len(question.evidence & set().union(*covered[:k])) / len(question.evidence) for k in KS]
-
-
 class Scorer:
     """Recall of a design on each set, and the best baseline's, from the queries bench/retrieval.py ran."""
 
@@ -53,7 +48,7 @@ class Scorer:
             rows = {b: [] for b in ("cosine", "bm25", "rrf k=60")}
             for s, q, v in queries:
                 for b, ranking in baselines(s.index, q.text, v, max(KS)).items():
-                    rows[b].append(_recall(s, q, ranking))
+                    rows[b].append(s.recall(q, ranking))
             self.best_baseline[name] = np.max([np.mean(r, axis=0) for r in rows.values()], axis=0)
         self._memo: dict[tuple[str, Design], tuple[np.ndarray, dict[str, float]]] = {}
 
@@ -62,7 +57,7 @@ class Scorer:
         if (name, design) not in self._memo:
             rows, by_category = [], {}
             for s, q, v in self.sets[name]:
-                r = _recall(s, q, engram(s.index, q.text, v, max(KS), design))
+                r = s.recall(q, engram(s.index, q.text, v, max(KS), design))
                 rows.append(r)
                 by_category.setdefault(q.category, []).append(r[KS.index(3)])
             self._memo[(name, design)] = (np.mean(rows, axis=0), {c: float(np.mean(v)) for c, v in by_category.items()})

@@ -28,6 +28,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -43,9 +44,8 @@ from app.memory.service import ArchivalMemory  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from bench import design_sweep, fusion_replica  # noqa: E402
 from bench.embedding_cache import CachedEmbedder  # noqa: E402
-from bench.retrieval_sets import SETS, Corpus, Question, RetrievalSet  # noqa: E402
+from bench.retrieval_sets import KS, SETS, Corpus, Question, RetrievalSet  # noqa: E402
 
-KS = (1, 3, 5, 10)
 MODES = ("hybrid", "vector", "text")
 BASELINES = ("cosine", "bm25", "rrf k=60")
 
@@ -60,8 +60,14 @@ class Stored:
     turns: list[list[int]]  # per stored passage, the corpus turns it stands for
     index: fusion_replica.Indexed
 
-    def cover(self, ranked_passages: list[int]) -> list[list[int]]:
-        return [self.turns[j] for j in ranked_passages]
+    @cached_property
+    def position(self) -> dict[uuid.UUID, int]:
+        return {pid: j for j, pid in enumerate(self.passage_ids)}
+
+    def recall(self, question: Question, ranked_passages: list[int]) -> list[float]:
+        """Evidence recall at each of KS, the turns a passage stands for counted as found with it."""
+        covered = [self.turns[j] for j in ranked_passages]
+        return [len(question.evidence & set().union(*covered[:k])) / len(question.evidence) for k in KS]
 
 
 def start_database(root: Path, embedding_dim: int = 384):
@@ -104,17 +110,11 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int) -> St
 
 
 async def search(sessions, embedder, stored: Stored, question: Question, mode: str) -> tuple[list[int], float]:
-    position = {pid: j for j, pid in enumerate(stored.passage_ids)}
     async with sessions() as session:
         started = time.perf_counter()
         matches = await ArchivalMemory(session, embedder).search(stored.agent_id, question.text, k=max(KS), mode=mode)
         elapsed = (time.perf_counter() - started) * 1000
-    return [position[m.passage.id] for m in matches], elapsed
-
-
-def recall(stored: Stored, question: Question, ranking: list[int]) -> list[float]:
-    covered = stored.cover(ranking)
-    return [len(question.evidence & set().union(*covered[:k])) / len(question.evidence) for k in KS]
+    return [stored.position[m.passage.id] for m in matches], elapsed
 
 
 async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, batch: int, repeats: int) -> dict:
@@ -131,6 +131,7 @@ async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, bat
     rows: dict[str, list[tuple[str, list[float]]]] = {m: [] for m in (*MODES, *BASELINES)}
     latency: dict[str, list[float]] = {m: [] for m in MODES}
     queries = []
+    agreement = []  # per question: does the replica rank as the service's hybrid search did?
     for s in stored:
         for q in s.corpus.questions:
             query_vector = np.asarray(await embedder.embed_query(q.text), dtype=np.float32)
@@ -141,19 +142,12 @@ async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, bat
                 for _ in range(repeats):
                     ranking, ms = await search(sessions, embedder, s, q, mode)
                     latency[mode].append(ms)
-                rows[mode].append((q.category, recall(s, q, ranking)))
+                rows[mode].append((q.category, s.recall(q, ranking)))
+                if mode == "hybrid":
+                    agreement.append(fusion_replica.engram(s.index, q.text, query_vector, max(KS)) == ranking)
             for name, ranking in fusion_replica.baselines(s.index, q.text, query_vector, max(KS)).items():
-                rows[name].append((q.category, recall(s, q, ranking)))
-    replica_agreement = float(
-        np.mean(
-            [
-                fusion_replica.engram(s.index, q.text, qv, max(KS)) == (await search(sessions, embedder, s, q, "hybrid"))[0]
-                for s, q, qv in queries
-                if q.evidence
-            ]
-        )
-    )
-    return {"rows": rows, "latency": latency, "queries": queries, "replica_agreement": replica_agreement}
+                rows[name].append((q.category, s.recall(q, ranking)))
+    return {"rows": rows, "latency": latency, "queries": queries, "replica_agreement": float(np.mean(agreement))}
 
 
 def summary(rows: list[tuple[str, list[float]]]) -> dict:

@@ -20,6 +20,7 @@ LONGMEMEVAL = SHARED_DATA / "longmemeval_s_dev28.json"
 LOCOMO = SHARED_DATA / "locomo_dev5.json"
 JAPANESE = ROOT / "tests" / "data" / "multilingual_memory.json"
 MAX_CHARS = 2000  # a LongMemEval turn can be tens of thousands of characters; the head says what it is about
+KS = (1, 3, 5, 10)  # the ranks recall is measured at
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
