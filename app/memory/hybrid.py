@@ -141,12 +141,13 @@ lead AS (
 ), ranked AS (
     SELECT id, similarity, score FROM fused WHERE id NOT IN (SELECT id FROM replies)
     UNION ALL
-    SELECT r.id, coalesce(f.similarity, 1 - (t.embedding <=> CAST(:embedding AS vector)), 0),
+    SELECT r.id, coalesce(c.similarity, 0),
            least(own.score + {REPLY_SHARE} * r.question_score, 1)
     FROM replies r JOIN {table} t ON t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
     CROSS JOIN norms
+    CROSS JOIN LATERAL (SELECT 1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity) c
     CROSS JOIN LATERAL (SELECT coalesce(f.score,
-        {vector_weight} * coalesce(least(greatest((1 - (t.embedding <=> CAST(:embedding AS vector)) - low) / nullif(high - low, 0), 0), 1), 0)
+        {vector_weight} * coalesce(least(greatest((c.similarity - low) / nullif(high - low, 0), 0), 1), 0)
         + {1 - vector_weight} * coalesce(b.score / lexical_scale, 0)) AS score) own
 )"""
 
