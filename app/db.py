@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,19 +34,61 @@ class EmbeddedPostgres:
     server: Any
 
     def stop(self) -> None:
-        """Stops the server (pgserver would do it at exit, but a SIGTERM ends the process without atexit hooks)."""
+        """Stops the server unless another live process still uses it (pgserver would do it at exit, but a SIGTERM
+        ends the process without atexit hooks), and logs what really happened."""
         self.server.cleanup()
-        log.info("embedded PostgreSQL stopped")
+        postmaster = self.server.get_postmaster_info().process
+        if postmaster.is_running():
+            users = self.server.global_process_id_list.get()
+            log.info("embedded PostgreSQL left running: still used by process(es) %s", users)
+        else:
+            log.info("embedded PostgreSQL stopped")
 
 
 def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
-    """Start (or reuse) a private PostgreSQL with pgvector under data_dir."""
+    """Start (or reuse) a private PostgreSQL with pgvector under data_dir, recovering from an unclean exit."""
     import pgserver
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import PostmasterInfo
 
+    pgdata = (data_dir / "pgdata").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir / "pgdata", cleanup_mode="stop")
-    log.info("embedded PostgreSQL running from %s", data_dir / "pgdata")
+    with PostgresServer._lock:  # pgserver's own inter-process lock over the handle list
+        dead = _forget_dead_users(pgdata)
+        postmaster = PostmasterInfo.read_from_pgdata(pgdata) if (pgdata / "postmaster.pid").exists() else None
+    if dead:
+        log.warning(
+            "embedded PostgreSQL: process(es) %s ended without stopping it (killed?); %s",
+            dead,
+            "reusing the server they left running" if postmaster and postmaster.is_running() else "starting it again",
+        )
+    elif postmaster is not None and not postmaster.is_running():
+        log.warning("embedded PostgreSQL: the previous server died without a clean shutdown; it recovers from its WAL")
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    log.info("embedded PostgreSQL running from %s", pgdata)
     return EmbeddedPostgres(asyncpg_url(server.get_uri()), server)
+
+
+def _forget_dead_users(pgdata: Path) -> list[int]:
+    """Drops from pgserver's list of processes using the server those that are gone: a process killed with SIGKILL
+    (or by the OOM killer) never removes itself, and while it is listed no clean stop ever stops the server."""
+    from pgserver.utils import DiskList
+
+    users = DiskList(pgdata / ".handle_pids.json")
+    listed = users.get()
+    dead = [pid for pid in listed if pid != os.getpid() and not _alive(pid)]
+    if dead:
+        users.put([pid for pid in listed if pid not in dead])
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # Set once per connection rather than per search. Without iterative scans, an HNSW scan filtered to one agent can

@@ -126,7 +126,12 @@ def openai_error(status_code: int, code: str, detail: str) -> dict[str, Any]:
 
 
 def _respond(request: Request, status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
-    if request.url.path.startswith(OPENAI_SHAPED_PATHS):
+    return shaped_response(request.url.path, status_code, body, headers)
+
+
+def shaped_response(path: str, status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error body as the route's clients parse it: Engram's `{"error", "detail"}`, or OpenAI's on its routes."""
+    if path.startswith(OPENAI_SHAPED_PATHS):
         # OpenAI answers invalid input with 400 (its SDKs raise BadRequestError), not 422.
         status_code = 400 if status_code == 422 else status_code
         body = openai_error(status_code, body["error"], body["detail"])

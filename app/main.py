@@ -21,7 +21,8 @@ from app.chat.relay import EventRelay
 from app.chat.runner import TurnResult, TurnRunner
 from app.chat.stream import TurnStreams
 from app.chat.tasks import BackgroundTasks
-from app.errors import install_error_handlers
+from app.draining import LIFESPAN_RESERVE_SECONDS, RETRY_AFTER_SECONDS, Drain, DrainGate
+from app.errors import DATABASE_RETRY_AFTER_SECONDS, install_error_handlers
 from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
@@ -31,7 +32,6 @@ from app.runtime import Runtime, runtime
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("engram")
-SHUTDOWN_GRACE_SECONDS = 20.0
 
 
 @asynccontextmanager
@@ -74,8 +74,9 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
             yield
     finally:
-        await turn_tasks.shutdown(SHUTDOWN_GRACE_SECONDS)
-        await runner.drain(SHUTDOWN_GRACE_SECONDS)
+        drain: Drain = app.state.drain
+        runner.abandon_background_work()  # message vectors: the sweep (here or on another replica) computes them
+        await turn_tasks.shutdown(max(drain.remaining() - LIFESPAN_RESERVE_SECONDS, 0.0))
         sweeper.cancel()
         await relay.stop()
 
@@ -91,7 +92,9 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     )
     app.state.settings = settings or get_settings()
     app.state.embedder = embedder
+    app.state.drain = Drain(app.state.settings.shutdown_grace_seconds, app.state.settings.shutdown_notice_seconds)
     install_error_handlers(app)
+    app.add_middleware(DrainGate, drain=app.state.drain)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = mcp.McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/api/mcp.py)
@@ -106,7 +109,13 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
 
     @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
     async def readyz(request: Request) -> JSONResponse:
-        """Readiness: the database answers."""
+        """Readiness: the database answers, and the service is not shutting down."""
+        if request.app.state.drain.active:
+            return JSONResponse(
+                {"error": "not_ready", "detail": "shutting down"},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
         try:
             async with asyncio.timeout(3):
                 async with runtime(request.app).engine.connect() as conn:
@@ -115,7 +124,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             return JSONResponse(
                 {"error": "not_ready", "detail": f"database unreachable: {type(exc).__name__}"},
                 status_code=503,
-                headers={"Retry-After": "5"},
+                headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
             )
         return JSONResponse({"status": "ready"})
 

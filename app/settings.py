@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     auto_retrieval_k: int = Field(default=10, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0
 
+    # Shut-down (app/draining.py): from SIGTERM to exit, turns in flight included; the first `notice` seconds of it
+    # readiness fails and new requests get 503 while the listener stays open, so that load balancers move away.
+    shutdown_grace_seconds: float = Field(default=10.0, ge=3, le=3600)
+    shutdown_notice_seconds: float = Field(default=1.0, ge=0, le=60)
+
     @model_validator(mode="after")
     def _embedding_defaults(self) -> "Settings":
         if self.embedding_provider == "local":

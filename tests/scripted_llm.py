@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible LLM on loopback. Tests queue its answers; the service reaches it through the real
 `openai` client over HTTP, exactly as it would reach OpenAI, Gemini or Ollama."""
 
+import asyncio
 import json
 import socket
 import threading
@@ -35,6 +36,11 @@ def text(content: str) -> dict[str, Any]:
 
 def error(status: int, message: str = "scripted failure") -> dict[str, Any]:
     return {"__status__": status, "error": {"message": message, "type": "server_error"}}
+
+
+def slow(reply: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The same answer, sent after `seconds` (the server keeps answering others meanwhile)."""
+    return {**reply, "__delay__": seconds}
 
 
 def last_tool_result(request: dict[str, Any]) -> str:
@@ -93,6 +99,9 @@ class ScriptedLLM:
                     self.script.popleft() if self.script else self.fallback or error(500, "the test script has no more replies")
                 )
             message = reply(body) if callable(reply) else reply
+            if "__delay__" in message:
+                await asyncio.sleep(message["__delay__"])
+                message = {k: v for k, v in message.items() if k != "__delay__"}
             if "__status__" in message:
                 return JSONResponse({"error": message["error"]}, status_code=message["__status__"])
             return JSONResponse(

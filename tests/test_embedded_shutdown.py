@@ -4,6 +4,7 @@
 import signal
 import tempfile
 
+import httpx
 import psutil
 import pytest
 
@@ -33,3 +34,25 @@ def test_a_graceful_exit_stops_the_embedded_postgres(stop_signal: signal.Signals
             stop_service(process)
         _, alive = psutil.wait_procs(postgres_of(data_dir), timeout=10)
         assert not alive, f"embedded PostgreSQL left running after {stop_signal.name}"
+
+
+def test_after_a_sigkill_the_next_start_recovers_and_its_clean_stop_stops_postgres() -> None:
+    with tempfile.TemporaryDirectory(prefix="engram-embedded-") as data_dir:
+        env = {"ENGRAM_DATA_DIR": data_dir, "ENGRAM_EMBEDDING_THREADS": "1"}
+        killed, _ = start_service(env)
+        killed.kill()  # SIGKILL: no lifespan, no atexit; the server it started lives on
+        killed.wait(timeout=30)
+        left = postgres_of(data_dir)
+        assert left, "expected the killed service's PostgreSQL to survive it"
+        process, base = start_service(env)
+        try:
+            assert httpx.post(f"{base}/v1/agents", json={"name": "after-the-crash"}).status_code == 201
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=60)
+        finally:
+            stop_service(process)
+        _, alive = psutil.wait_procs(postgres_of(data_dir) + left, timeout=10)
+        for orphan in alive:  # not to outlive a failed run either
+            orphan.terminate()
+        assert not alive, "the embedded PostgreSQL outlived the clean stop that followed a SIGKILL"
+        assert f"process(es) [{killed.pid}] ended without stopping it" in output

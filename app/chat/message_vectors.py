@@ -57,7 +57,7 @@ class MessageVectors:
             for message_id, vector in vectors:
                 await messages.set_embedding(message_id, vector, self.embedder.model)
 
-    async def drain(self, grace_seconds: float) -> None:
-        """At shut-down: let the vectors in flight finish, then cancel what is left (the sweep of the next start, or
-        of another replica, fills them in)."""
-        await self._tasks.shutdown(grace_seconds)
+    def abandon(self) -> None:
+        """At shut-down: cancel the vectors in flight rather than wait for them (the sweep of the next start, or of
+        another replica, fills them in); the queued embedder work is dropped with them."""
+        self._tasks.cancel_all()

@@ -200,9 +200,9 @@ class TurnRunner:
                 return None
             return TurnResult(turn.id, await turns.events(turn.id))
 
-    async def drain(self, grace_seconds: float) -> None:
-        """At shut-down: the message vectors in flight (see message_vectors.py)."""
-        await self.vectors.drain(grace_seconds)
+    def abandon_background_work(self) -> None:
+        """At shut-down: the message vectors in flight are left to the sweep (see message_vectors.py)."""
+        self.vectors.abandon()
 
     async def _query_vector(self, text: str) -> list[float] | None:
         """The vector that searches memory with the user's message (None: the turn goes on without recollection)."""

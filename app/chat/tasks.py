@@ -32,3 +32,7 @@ class BackgroundTasks(Generic[T]):
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=5)
+
+    def cancel_all(self) -> None:
+        for task in self._tasks:
+            task.cancel()

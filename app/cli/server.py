@@ -7,23 +7,50 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from app.draining import Drain
     from app.observability import configure_logging
 
     configure_logging(args.log_level, args.log_format)
-    uvicorn.run(
-        "app.main:app",
+    from app.main import app  # after logging is configured: importing it builds the app
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn, with a notice period between the first signal and its own shut-down (app/draining.py)."""
+
+        def __init__(self, config: uvicorn.Config, drain: Drain):
+            super().__init__(config)
+            self.drain = drain
+            self.signal: int | None = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.signal is None:
+                self.signal = sig
+                self.drain.begin()
+            else:  # a second signal: stop now (a second Ctrl-C forces)
+                super().handle_exit(sig, frame)
+
+        async def on_tick(self, counter: int) -> bool:
+            if self.signal is not None and not self.should_exit and self.drain.notice_over():
+                super().handle_exit(self.signal, None)
+            return await super().on_tick(counter)
+
+    drain: Drain = app.state.drain
+    config = uvicorn.Config(
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
         ws="websockets-sansio",
         log_config=None,
         access_log=False,
+        timeout_graceful_shutdown=drain.requests_timeout,
     )
+    DrainingServer(config, drain).run()
 
 
 def _migrate(_: argparse.Namespace) -> None:
