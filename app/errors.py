@@ -2,6 +2,7 @@
 OpenAI-compatible routes, where clients expect OpenAI's {"error": {"message", "type", "param", "code"}}."""
 
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -97,7 +98,24 @@ def _format_validation(errors: list[Any]) -> str:
     for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
         parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
-    return "; ".join(parts) or "invalid request"
+    return "; ".join(dict.fromkeys(parts)) or "invalid request"  # a union's branches can repeat one complaint
+
+
+JSON_MEDIA_TYPE = re.compile(r"application/([\w.-]+\+)?json\s*(;|$)", re.IGNORECASE)
+SEND_JSON = "send a JSON object with the header Content-Type: application/json"
+
+
+def _invalid_request(request: Request, errors: list[Any]) -> JSONResponse:
+    """A 422 naming each invalid field; a body that is not JSON, or not sent as JSON, says what to send instead."""
+    if any(err.get("loc", ())[:1] == ("body",) for err in errors):
+        if not JSON_MEDIA_TYPE.match(request.headers.get("content-type", "")):
+            return _respond(request, 415, _body("unsupported_media_type", f"the body was not sent as JSON: {SEND_JSON}"))
+        for err in errors:
+            if err.get("type") == "json_invalid":
+                where = f"at character {err['loc'][-1]}: " if len(err["loc"]) > 1 else ""
+                reason = err.get("ctx", {}).get("error", "JSON decode error")
+                return _respond(request, 422, _body("invalid_json", f"the body is not valid JSON ({where}{reason}); {SEND_JSON}"))
+    return _respond(request, 422, _body("invalid_request", _format_validation(errors)))
 
 
 # SQLSTATE class 08 (connection exception), and a server shutting down or starting up.
@@ -151,7 +169,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _respond(request, 422, _body("invalid_request", _format_validation(list(exc.errors()))))
+        return _invalid_request(request, list(exc.errors()))
 
     @app.exception_handler(DBAPIError)
     async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
@@ -189,6 +207,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "Unknown id (or another tenant's)"},
     409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
-    422: {"model": ErrorBody, "description": "Invalid input"},
-    503: {"model": ErrorBody, "description": "The database is unreachable (see Retry-After)"},
+    415: {"model": ErrorBody, "description": "A body not sent as JSON (Content-Type: application/json)"},
+    422: {"model": ErrorBody, "description": "Invalid input (invalid_json: the body is not valid JSON)"},
+    503: {"model": ErrorBody, "description": "The database is unreachable, or this replica is shutting down (see Retry-After)"},
 }

@@ -163,3 +163,10 @@ def tenant_with_key(client: TestClient, name: str) -> tuple[str, str]:
     issued = client.post(f"/v1/admin/tenants/{tenant.json()['id']}/keys", json={"name": "ci"}, headers=admin())
     assert issued.status_code == 201
     return tenant.json()["id"], issued.json()["key"]
+
+
+def forget_agents_named(client: TestClient, name: str) -> None:
+    """Tests share one database, and an import refuses a name the tenant uses: clear it before importing a file."""
+    for agent in client.get("/v1/agents", params={"limit": 200}).json()["items"]:
+        if agent["name"] == name:
+            assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204

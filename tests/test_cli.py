@@ -21,7 +21,7 @@ from app.cli import memory as cli_memory
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import checked_client, create_database
+from tests.conftest import checked_client, create_database, forget_agents_named
 from tests.scripted_llm import ScriptedLLM, call, tools
 from tests.service_process import running_service
 from tests.test_letta_import import LETTA_FILES
@@ -199,6 +199,7 @@ def test_export_and_import_commands(
     memory = {b["label"]: b["value"] for b in client.get(f"/v1/agents/{new_id}/memory").json()["blocks"]}
     assert memory["human"] == "名前: 太郎"
 
+    forget_agents_named(client, "customer_service")
     cli("import", str(LETTA_FILES / "customer_service.af"))
     in_order(
         capsys.readouterr().out,

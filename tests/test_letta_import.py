@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.conftest import forget_agents_named
 from tests.test_portability import counts
 
 # Copies of ../shared/data/letta-af (see SOURCE.md there): a clean clone has them too.
@@ -31,6 +32,7 @@ def test_each_letta_file_imports(client: TestClient, name: str) -> None:
     raw = (LETTA_FILES / name).read_bytes()  # sent as it is: a JSON string holding the JSON, for some of them
     letta = read_af(LETTA_FILES / name)
     agent_file = letta["agents"][0]
+    forget_agents_named(client, agent_file["name"])
     response = client.post("/v1/agents/import", content=raw, headers={"Content-Type": "application/json"})
     assert response.status_code == 201, response.text
     result = response.json()

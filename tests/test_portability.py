@@ -51,6 +51,11 @@ def comparable(document: dict[str, Any]) -> str:
     return UUID.sub(lambda m: names.get(m.group(0), f"UNKNOWN-{m.group(0)}"), text)
 
 
+def unique_name() -> str:
+    """Tests share one database: an imported agent's name must not be one another test's agent has."""
+    return f"Imported {uuid.uuid4().hex[:8]}"
+
+
 def populate(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     """An agent with block history (by the agent and by the API), passages, messages and turns."""
     llm.reset(
@@ -74,6 +79,8 @@ def counts(database_url: str) -> dict[str, int]:
 
 
 def test_round_trip_loses_nothing(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    name = f"Round trip {uuid.uuid4().hex[:8]}"
+    client.patch(f"/v1/agents/{agent['id']}", json={"name": name})
     populate(client, agent, llm)
     before = settled_export(client, agent["id"])
     assert (before["format"], before["version"]) == ("engram.agent", 1)
@@ -82,6 +89,13 @@ def test_round_trip_loses_nothing(client: TestClient, agent: dict, llm: Scripted
     assert {p["content"] for p in before["passages"]} == {"太郎の好きな食べ物はラーメン", "The user's cat is called Mochi"}
     assert all(p["embedding"] and p["embedding_model"] for p in before["passages"])
 
+    # Its name is taken while the original lives: two agents of one name could no longer be reached by name.
+    taken = client.post("/v1/agents/import", json=before)
+    assert taken.status_code == 409 and "?name=" in taken.json()["detail"], taken.text
+    assert [a["id"] for a in client.get("/v1/agents", params={"limit": 200}).json()["items"] if a["name"] == name] == [
+        agent["id"]
+    ]
+    assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
     imported = client.post("/v1/agents/import", json=before)
     assert imported.status_code == 201, imported.text
     result = imported.json()
@@ -117,13 +131,13 @@ def test_context_and_summary_survive(client: TestClient, agent: dict, llm: Scrip
     populate(client, agent, llm)
     document = settled_export(client, agent["id"])
     document["agent"] |= {"context_start": 3, "summary": "太郎はラーメンが好き。"}
-    result = client.post("/v1/agents/import", json=document).json()
+    result = client.post("/v1/agents/import", json=document, params={"name": unique_name()}).json()
     after = client.get(f"/v1/agents/{result['agent']['id']}/export").json()
     assert (after["agent"]["context_start"], after["agent"]["summary"]) == (3, "太郎はラーメンが好き。")
     context = client.get(f"/v1/agents/{result['agent']['id']}/context").json()
     assert context["messages_out_of_context"] == 3 and context["summary"] == "太郎はラーメンが好き。"
     document["agent"]["context_start"] = len(document["messages"])  # everything has left the context
-    result = client.post("/v1/agents/import", json=document).json()
+    result = client.post("/v1/agents/import", json=document, params={"name": unique_name()}).json()
     assert client.get(f"/v1/agents/{result['agent']['id']}/context").json()["messages"] == []
 
 
@@ -133,7 +147,7 @@ def test_vectors_of_another_model_or_none_are_embedded_again(client: TestClient,
     assert all(p["embedding"] is None for p in bare["passages"]) and all(m["embedding"] is None for m in bare["messages"])
     assert bare["embedding_model"] is None
     with_text = [m for m in bare["messages"] if m["role"] in ("user", "assistant") and recall_text(m)]
-    result = client.post("/v1/agents/import", json=bare).json()
+    result = client.post("/v1/agents/import", json=bare, params={"name": unique_name()}).json()
     assert result["embedded"] == len(bare["passages"]) + len(with_text)
     found = client.get(
         f"/v1/agents/{result['agent']['id']}/archival", params={"query": "What is the name of the cat?", "mode": "vector"}
@@ -144,7 +158,7 @@ def test_vectors_of_another_model_or_none_are_embedded_again(client: TestClient,
     for row in foreign["passages"] + foreign["messages"]:
         if row["embedding"]:
             row["embedding_model"] = "text-embedding-3-small"
-    assert client.post("/v1/agents/import", json=foreign).json()["embedded"] == result["embedded"]
+    assert client.post("/v1/agents/import", json=foreign, params={"name": unique_name()}).json()["embedded"] == result["embedded"]
 
 
 def test_a_bad_document_is_422_naming_the_problem_and_writes_nothing(
@@ -155,7 +169,7 @@ def test_a_bad_document_is_422_naming_the_problem_and_writes_nothing(
     start = counts(database_url)
 
     def refused(document: Any, *expected: str) -> None:
-        response = client.post("/v1/agents/import", json=document)
+        response = client.post("/v1/agents/import", json=document, params={"name": unique_name()})
         assert response.status_code == 422, response.text
         assert response.json()["error"] == "invalid_request"
         for words in expected:

@@ -38,6 +38,10 @@ async def find_agent_by_reference(session: AsyncSession, reference: str, *, tena
     return found[0]
 
 
+async def name_taken(session: AsyncSession, tenant_id: uuid.UUID, name: str) -> bool:
+    return bool(await AgentRepository(session).named(tenant_id, name))
+
+
 async def tenant_agents(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence[Agent]:
     return await AgentRepository(session).every(tenant_id)
 

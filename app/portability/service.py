@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.service import agent_read
+from app.agents.service import agent_read, name_taken
 from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
-from app.errors import Unprocessable
+from app.errors import Conflict, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
@@ -182,14 +182,18 @@ async def import_document(
     report: letta.Report | None = None,
 ) -> ImportResult:
     """A new agent with new ids for everything; vectors of another model (or none) are computed before anything is
-    written."""
+    written. A name the tenant already uses is refused: agents are also reached by name (an OpenAI `model`, the CLI),
+    and a second one of the same name would make both unreachable that way."""
+    source = document.agent
+    name = name or source.name
+    if await name_taken(session, tenant_id, name):
+        raise Conflict(f"an agent named {name!r} exists: import under another name with ?name=… (engram import --name …)")
     passage_vectors, message_vectors, embedded = await _vectors(document, embedder)
     rows = PortabilityRepository(session)
-    source = document.agent
     agent = await rows.add(
         Agent(
             tenant_id=tenant_id,
-            name=name or source.name,
+            name=name,
             system=source.system,
             model=source.model,
             summary=source.summary,
