@@ -185,5 +185,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     422: {"model": ErrorBody, "description": "Invalid input"},
+    429: {"model": ErrorBody, "description": "A quota is used up (see Retry-After and the X-RateLimit-* headers)"},
     503: {"model": ErrorBody, "description": "The database is unreachable (see Retry-After)"},
 }

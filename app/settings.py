@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     auto_retrieval_k: int = Field(default=10, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0
 
+    # Quotas of every tenant (app/quotas): unset, none. An API key may carry tighter ones of its own.
+    quota_requests_per_minute: int | None = Field(default=None, ge=1)
+    quota_turns_per_minute: int | None = Field(default=None, ge=1)
+    quota_llm_tokens_per_day: int | None = Field(default=None, ge=1)
+
     @model_validator(mode="after")
     def _embedding_defaults(self) -> "Settings":
         if self.embedding_provider == "local":
