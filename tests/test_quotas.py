@@ -211,6 +211,17 @@ def test_a_keys_own_limits_apply_to_it_alone(service: Clients) -> None:
         assert "X-RateLimit-Limit-Requests" not in client.get("/v1/agents", headers=bearer(tight["key"])).headers
 
 
+def test_a_refusal_by_the_key_does_not_count_against_its_tenant(service: Clients) -> None:
+    with service(quota_requests_per_minute=10) as client:
+        tenant_id = client.post("/v1/admin/tenants", json={"name": "both"}, headers=admin()).json()["id"]
+        key = client.post(f"/v1/admin/tenants/{tenant_id}/keys", json={"requests_per_minute": 1}, headers=admin()).json()["key"]
+        first = client.get("/v1/agents", headers=bearer(key))
+        assert first.headers["X-RateLimit-Remaining-Requests"] == "0"  # the key's standing: the tighter one
+        assert client.get("/v1/agents", headers=bearer(key)).status_code == 429
+        rows = client.get("/v1/admin/usage", headers=admin()).json()["items"]
+        assert next(r for r in rows if r["tenant_id"] == tenant_id)["requests"]["used"] == 1
+
+
 def test_off_by_default_no_headers_no_limits_no_counting(service: Clients, keyed_database: str) -> None:
     with service() as client:
         tenant_id, key = tenant_with_key(client, "unlimited")
