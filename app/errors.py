@@ -209,5 +209,6 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     415: {"model": ErrorBody, "description": "A body not sent as JSON (Content-Type: application/json)"},
     422: {"model": ErrorBody, "description": "Invalid input (invalid_json: the body is not valid JSON)"},
+    429: {"model": ErrorBody, "description": "A quota is used up (see Retry-After and the X-RateLimit-* headers)"},
     503: {"model": ErrorBody, "description": "The database is unreachable, or this replica is shutting down (see Retry-After)"},
 }

@@ -28,6 +28,7 @@ from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.metrics import metrics_endpoint
 from app.observability import RequestContextMiddleware
+from app.quotas.headers import QuotaHeadersMiddleware
 from app.runtime import Runtime, runtime
 from app.settings import Settings, get_settings
 
@@ -96,6 +97,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     install_error_handlers(app)
     app.add_middleware(DrainGate, drain=app.state.drain)
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
+    app.add_middleware(QuotaHeadersMiddleware)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = mcp.McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/api/mcp.py)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)

@@ -23,6 +23,7 @@ TURN_PHASE_SECONDS = Histogram(
     ["phase"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+QUOTA_REFUSALS = Counter("engram_quota_refusals_total", "Requests and turns refused by a quota (429)", ["metric", "scope"])
 HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
 
 

@@ -2,6 +2,7 @@
 `app.state`)."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -10,6 +11,7 @@ from starlette.types import ASGIApp
 from app.auth.principal import Authenticator
 from app.chat.stream import TurnStreams
 from app.llm.embeddings import Embedder
+from app.quotas.service import Limits, Quotas
 from app.settings import Settings
 
 
@@ -21,6 +23,10 @@ class Runtime:
     embedder: Embedder
     authenticator: Authenticator
     turn_streams: TurnStreams
+
+    @cached_property
+    def quotas(self) -> Quotas:
+        return Quotas(self.sessions, Limits.from_settings(self.settings))
 
 
 def runtime(app: ASGIApp) -> Runtime:

@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(default=10.0, ge=3, le=3600)
     shutdown_notice_seconds: float = Field(default=1.0, ge=0, le=60)
 
+    # Quotas of every tenant (app/quotas): unset, none. An API key may carry tighter ones of its own.
+    quota_requests_per_minute: int | None = Field(default=None, ge=1)
+    quota_turns_per_minute: int | None = Field(default=None, ge=1)
+    quota_llm_tokens_per_day: int | None = Field(default=None, ge=1)
+
     @model_validator(mode="after")
     def _embedding_defaults(self) -> "Settings":
         if self.embedding_provider == "local":

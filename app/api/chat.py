@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from app.agents.service import find_agent
-from app.api.deps import AgentDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import AgentDep, MeterDep, SessionDep, SettingsDep, TenantDep, quota_meter
 from app.auth.principal import Principal, presented_key, require_tenant
 from app.chat.events import ErrorEvent, Event
 from app.chat.runner import TurnResult
@@ -85,10 +85,11 @@ async def chat(
     body: ChatRequest,
     request: Request,
     streams: StreamsDep,
+    meter: MeterDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Any:
     """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events."""
-    events = streams.follow(agent_id, body.message, idempotency_key)
+    events = streams.follow(agent_id, body.message, idempotency_key, meter)
     if "text/event-stream" in request.headers.get("accept", ""):
         first = await anext(events)  # a refused turn raises here, as a normal HTTP error
         return StreamingResponse(
@@ -150,6 +151,7 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
         await websocket.close(code=4404)
         return
     streams = state.turn_streams
+    meter = quota_meter(state, principal)  # a refused turn comes back as an error event (_report_refusal)
     async with streams.watch(agent_id) as outbox:
         # One writer: turn events and this socket's own errors all go out through the agent's queue, in order.
         forward = asyncio.create_task(_forward(websocket, outbox))
@@ -162,7 +164,7 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
                     detail = f'expected {{"type": "chat", "message": ...}}: {exc}'
                     outbox.put_nowait(_error_event(agent_id, "invalid_request", detail))
                     continue
-                task = streams.start(agent_id, command.message, command.idempotency_key)
+                task = streams.start(agent_id, command.message, command.idempotency_key, meter)
                 task.add_done_callback(lambda t: _report_refusal(t, outbox, agent_id))
         except WebSocketDisconnect:
             pass

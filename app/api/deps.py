@@ -13,7 +13,9 @@ from app.auth.principal import Forbidden, Principal, presented_key, require_tena
 from app.db import transaction
 from app.llm.embeddings import Embedder
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
-from app.runtime import runtime
+from app.quotas.headers import METER_STATE_KEY
+from app.quotas.service import Meter
+from app.runtime import Runtime, runtime
 from app.settings import Settings
 
 
@@ -45,8 +47,22 @@ async def authenticate(
     return await runtime(request.app).authenticator.authenticate(presented_key(authorization, x_api_key), client)
 
 
-def tenant_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
-    return require_tenant(principal)
+async def tenant_principal(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    principal = require_tenant(principal)
+    await count_request(request, principal)
+    return principal
+
+
+def quota_meter(state: Runtime, principal: Principal) -> Meter | None:
+    """The caller's quotas (None: none applies, e.g. while they are off)."""
+    return state.quotas.meter(principal.tenant_id, principal.key_id, principal.key_limits)
+
+
+async def count_request(request: Request, principal: Principal) -> None:
+    """Count the request against the caller's quotas (429 once one is used up); its response tells the standing."""
+    if (meter := quota_meter(runtime(request.app), principal)) is not None:
+        setattr(request.state, METER_STATE_KEY, meter)  # read by QuotaHeadersMiddleware, and by request_meter
+        await meter.count_request()
 
 
 def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
@@ -57,6 +73,14 @@ def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> P
 
 TenantDep = Annotated[Principal, Depends(tenant_principal)]
 AdminDep = Annotated[Principal, Depends(admin_principal)]
+
+
+def request_meter(request: Request, _: TenantDep) -> Meter | None:
+    """The meter that counted this request, for the turn it starts."""
+    return getattr(request.state, METER_STATE_KEY, None)
+
+
+MeterDep = Annotated[Meter | None, Depends(request_meter)]
 
 
 async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDep, principal: TenantDep) -> Agent:

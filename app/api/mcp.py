@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
+from app.api.deps import count_request, quota_meter
 from app.auth.models import DEFAULT_TENANT_ID
 from app.auth.principal import Forbidden, Principal, Unauthorized, presented_key, require_tenant
 from app.chat.events import StopReason
@@ -255,8 +256,9 @@ def build_server(
         async with _agent_scope(caller, agent_id):
             pass  # a short transaction of its own: none stays open while the turn runs (as POST …/chat)
         try:
-            events = [event async for event in caller.runtime.turn_streams.follow(agent_id, message, None)]
-        except EngramError as exc:  # refused: another turn running, no LLM configured, …
+            meter = quota_meter(caller.runtime, caller.principal)
+            events = [event async for event in caller.runtime.turn_streams.follow(agent_id, message, None, meter)]
+        except EngramError as exc:  # refused: another turn running, no LLM configured, a quota used up…
             raise _tool_error(exc) from exc
         turn_id = events[0].turn_id
         assert turn_id is not None
@@ -332,6 +334,7 @@ class McpEndpoint:
         principal = require_tenant(await state.authenticator.authenticate(key, client))
         if not await state.authenticator.keys_configured() and await _LOOPBACK_ONLY.validate_request(request) is not None:
             raise Forbidden("without API keys, /mcp answers only requests addressed to a loopback host (127.0.0.1, localhost)")
+        await count_request(request, principal)
         scope[CALLER_KEY] = Caller(state, principal)
         await self.sessions.handle_request(scope, receive, send)
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.agents.models import Agent
 from app.agents.service import find_agent_by_reference, tenant_agents
 from app.api.chat import StreamsDep, unless_llm_failed
-from app.api.deps import SessionDep, TenantDep
+from app.api.deps import MeterDep, SessionDep, TenantDep
 from app.chat.events import ErrorEvent, Event, MessageEvent, StopReason, TurnCompleted
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.errors import Unprocessable, openai_error
@@ -134,17 +134,18 @@ async def agent_for_model(request: Request, body: ChatCompletionRequest, princip
     response_model=ChatCompletion,
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "stream: chunks"},
-        **{status: OPENAI_ERROR for status in (400, 401, 404, 409, 502, 503)},
+        **{status: OPENAI_ERROR for status in (400, 401, 404, 409, 413, 415, 429, 502, 503)},
     },
 )
 async def chat_completions(
     body: ChatCompletionRequest,
     agent_id: Annotated[uuid.UUID, Depends(agent_for_model)],
     streams: StreamsDep,
+    meter: MeterDep,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Any:
     """One turn of the agent named by `model`, answered as an OpenAI chat completion."""
-    events = streams.follow(agent_id, body.turn_message(), idempotency_key)
+    events = streams.follow(agent_id, body.turn_message(), idempotency_key, meter)
     first = await anext(events)  # a refused turn (busy agent, no LLM) raises here, as an HTTP error
     assert first.turn_id is not None
     completion_id, created = f"chatcmpl-{first.turn_id.hex}", int(time.time())

@@ -1,4 +1,4 @@
-"""Operator endpoints (admin key): tenants and their API keys."""
+"""Operator endpoints (admin key): tenants, their API keys, and their use of quotas."""
 
 import uuid
 
@@ -7,23 +7,17 @@ from fastapi import APIRouter, Request, Response
 from app.api.deps import AdminDep, SessionDep
 from app.auth.keys import KeyRepository
 from app.auth.models import ApiKey
-from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyRead, TenantCreate, TenantRead
+from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyLimitsUpdate, KeyRead, TenantCreate, TenantRead
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
+from app.quotas.schemas import TenantUsageRead
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
 
 def key_read(record: ApiKey) -> KeyRead:
-    return KeyRead(
-        id=record.id,
-        tenant_id=record.tenant_id,
-        name=record.name,
-        prefix=record.prefix,
-        created_at=record.created_at,
-        revoked_at=record.revoked_at,
-    )
+    return KeyRead.model_validate(record, from_attributes=True)
 
 
 @router.post("/tenants", status_code=201)
@@ -42,8 +36,9 @@ async def list_tenants(session: SessionDep, _: AdminDep) -> Page[TenantRead]:
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201)
 async def create_key(tenant_id: uuid.UUID, body: KeyCreate, session: SessionDep, request: Request, _: AdminDep) -> IssuedKeyRead:
-    """Issue an API key for a tenant. The key is in this response only; Engram keeps just its hash."""
-    issued = await KeyRepository(session).issue(tenant_id, body.name)
+    """Issue an API key for a tenant, with optional quotas of its own. The key is in this response only; Engram keeps
+    just its hash."""
+    issued = await KeyRepository(session).issue(tenant_id, body.name, body.limits())
     runtime(request.app).authenticator.key_created()
     return IssuedKeyRead(**key_read(issued.record).model_dump(), key=issued.key)
 
@@ -56,8 +51,22 @@ async def list_keys(tenant_id: uuid.UUID, session: SessionDep, _: AdminDep) -> P
     return Page[KeyRead](items=[key_read(k) for k in await keys.keys(tenant_id)])
 
 
+@router.patch("/keys/{key_id}")
+async def update_key_limits(key_id: uuid.UUID, body: KeyLimitsUpdate, session: SessionDep, _: AdminDep) -> KeyRead:
+    """Change a key's own quotas (null removes one); they apply from the key's next request, on every replica."""
+    return key_read(await KeyRepository(session).update_limits(key_id, body.model_dump(exclude_unset=True)))
+
+
 @router.delete("/keys/{key_id}", status_code=204)
 async def revoke_key(key_id: uuid.UUID, session: SessionDep, _: AdminDep) -> Response:
     """Revoke a key: it stops working at once, on every replica."""
     await KeyRepository(session).revoke(key_id)
     return Response(status_code=204)
+
+
+@router.get("/usage")
+async def usage(session: SessionDep, request: Request, _: AdminDep) -> Page[TenantUsageRead]:
+    """Each tenant's use against its quotas: requests and chat turns this minute, LLM tokens today (UTC). Use is
+    counted while tenant quotas are on (ENGRAM_QUOTA_*)."""
+    tenants = [(t.id, t.name) for t in await KeyRepository(session).tenants()]
+    return Page[TenantUsageRead](items=await runtime(request.app).quotas.tenant_usage(session, tenants))

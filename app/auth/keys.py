@@ -6,7 +6,7 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import exists, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -14,6 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.auth.models import ApiKey, Tenant
 from app.errors import NotFound
 from app.models_base import utcnow
+from app.quotas.service import Limits
 
 KEY_PREFIX = "engk_"
 
@@ -28,6 +29,16 @@ def hash_key(key: str) -> str:
 
 def same_secret(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+def key_limits(record: ApiKey) -> Limits:
+    return Limits(record.requests_per_minute, record.turns_per_minute, record.llm_tokens_per_day)
+
+
+def set_limits(record: ApiKey, limits: Limits) -> None:
+    record.requests_per_minute = limits.requests_per_minute
+    record.turns_per_minute = limits.turns_per_minute
+    record.llm_tokens_per_day = limits.llm_tokens_per_day
 
 
 @dataclass
@@ -55,10 +66,11 @@ class KeyRepository:
             raise NotFound(f"no tenant {tenant_id}")
         return tenant
 
-    async def issue(self, tenant_id: uuid.UUID, name: str) -> IssuedKey:
+    async def issue(self, tenant_id: uuid.UUID, name: str, limits: Limits | None = None) -> IssuedKey:
         await self.tenant(tenant_id)
         key = new_key()
         record = ApiKey(tenant_id=tenant_id, name=name, prefix=key[: len(KEY_PREFIX) + 6], key_hash=hash_key(key))
+        set_limits(record, limits or Limits())
         self.session.add(record)
         await self.session.flush()
         return IssuedKey(record, key)
@@ -67,10 +79,22 @@ class KeyRepository:
         query = select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.created_at)
         return (await self.session.scalars(query)).all()
 
-    async def revoke(self, key_id: uuid.UUID) -> ApiKey:
+    async def key(self, key_id: uuid.UUID) -> ApiKey:
         record = await self.session.get(ApiKey, key_id)
         if record is None:
             raise NotFound(f"no API key {key_id}")
+        return record
+
+    async def update_limits(self, key_id: uuid.UUID, changes: dict[str, int | None]) -> ApiKey:
+        """Replace the limits named in `changes` (None removes one); the others stay."""
+        record = await self.key(key_id)
+        set_limits(record, replace(key_limits(record), **changes))
+        self.session.add(record)
+        await self.session.flush()
+        return record
+
+    async def revoke(self, key_id: uuid.UUID) -> ApiKey:
+        record = await self.key(key_id)
         record.revoked_at = record.revoked_at or utcnow()
         self.session.add(record)
         await self.session.flush()

@@ -1,7 +1,7 @@
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Column, DateTime, ForeignKey, Text
+from sqlalchemy import BigInteger, Column, DateTime, ForeignKey, Text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -31,3 +31,7 @@ class ApiKey(SQLModel, table=True):
     key_hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))
     created_at: datetime = timestamp_field()
     revoked_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    # Quotas of this key on top of its tenant's (None: only the tenant's apply; see app/quotas).
+    requests_per_minute: int | None = Field(default=None, sa_column=Column(BigInteger))
+    turns_per_minute: int | None = Field(default=None, sa_column=Column(BigInteger))
+    llm_tokens_per_day: int | None = Field(default=None, sa_column=Column(BigInteger))

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.auth.keys import KeyRepository, same_secret
+from app.auth.keys import KeyRepository, key_limits, same_secret
 from app.auth.models import DEFAULT_TENANT_ID
 from app.errors import EngramError
+from app.quotas.service import Limits
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 KEYS_EXIST_TTL_SECONDS = 5.0
@@ -32,6 +33,8 @@ class Forbidden(EngramError):
 class Principal:
     tenant_id: uuid.UUID
     admin: bool = False
+    key_id: uuid.UUID | None = None
+    key_limits: Limits = Limits()  # the key's own quotas (app/quotas)
 
 
 def require_tenant(principal: Principal) -> Principal:
@@ -77,7 +80,7 @@ class Authenticator:
             async with self._sessions() as session:
                 record = await KeyRepository(session).active(key)
             if record is not None:
-                return Principal(record.tenant_id)
+                return Principal(record.tenant_id, key_id=record.id, key_limits=key_limits(record))
             if await self.keys_configured():
                 raise Unauthorized("the API key is invalid or revoked")
             # No keys exist yet: a key stands for nothing (OpenAI clients always send one), loopback decides.

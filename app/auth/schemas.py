@@ -3,6 +3,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.quotas.service import Limits
 from app.request_body import RequestBody
 
 
@@ -16,11 +17,26 @@ class TenantRead(BaseModel):
     created_at: datetime
 
 
-class KeyCreate(RequestBody):
+class KeyLimits(BaseModel):
+    """A key's own quotas, on top of its tenant's (ENGRAM_QUOTA_*); null: only the tenant's apply."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    turns_per_minute: int | None = Field(default=None, ge=1)
+    llm_tokens_per_day: int | None = Field(default=None, ge=1)
+
+    def limits(self) -> Limits:
+        return Limits(self.requests_per_minute, self.turns_per_minute, self.llm_tokens_per_day)
+
+
+class KeyCreate(KeyLimits, RequestBody):
     name: str = Field(default="default", min_length=1, max_length=200, description="a label to tell keys apart")
 
 
-class KeyRead(BaseModel):
+class KeyLimitsUpdate(KeyLimits, RequestBody):
+    """The fields given replace the key's limits (null removes one); the others stay."""
+
+
+class KeyRead(KeyLimits):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str

@@ -7,6 +7,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.chat.context import load_context
+from app.chat.events import Usage
 from app.chat.repository import TurnRepository
 from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
 from app.errors import NotFound
@@ -22,6 +23,13 @@ async def stored_turn(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.
     if turn is None:
         raise NotFound(f"no turn {turn_id} for this agent")
     return ChatResponse.of(turn.id, await turns.events(turn.id))
+
+
+async def tokens_used(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.UUID) -> int:
+    """The LLM tokens a turn used, as the LLM reported them (0 for a turn that was never stored)."""
+    turn = await TurnRepository(session).get(agent_id, turn_id)
+    usage = Usage.model_validate(turn.usage) if turn is not None else Usage()
+    return usage.prompt_tokens + usage.completion_tokens
 
 
 async def context_read(session: AsyncSession, agent: Agent, settings: Settings) -> ContextRead:

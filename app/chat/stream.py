@@ -1,9 +1,11 @@
 """The one way turn events reach clients. The runner publishes each event to the EventHub once its transaction has
 committed (other replicas' events arrive there through the relay); `POST …/chat` collects a turn's events from
 the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent. A new event type or
-stop reason therefore needs no change here or in the router."""
+stop reason therefore needs no change here or in the router. A turn started with a quota Meter is admitted by it
+first (a refusal raises as any other) and its tokens are counted once it has ended."""
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
@@ -11,7 +13,11 @@ from contextlib import AbstractAsyncContextManager
 from app.chat.events import Event
 from app.chat.hub import EventHub
 from app.chat.runner import TurnResult, TurnRunner
+from app.chat.service import tokens_used
 from app.chat.tasks import BackgroundTasks
+from app.quotas.service import Meter
+
+log = logging.getLogger("engram.quotas")
 
 
 class TurnStreams:
@@ -24,18 +30,22 @@ class TurnStreams:
         """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind)."""
         return self.hub.subscribe(agent_id)
 
-    def start(self, agent_id: uuid.UUID, message: str, idempotency_key: str | None) -> asyncio.Task[TurnResult]:
+    def start(
+        self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, meter: Meter | None = None
+    ) -> asyncio.Task[TurnResult]:
         """Start a turn without following it (the WebSocket follows its agent's whole stream instead)."""
-        return self.tasks.spawn(self.runner.run(agent_id, message, idempotency_key=idempotency_key))
+        return self.tasks.spawn(self._run(agent_id, message, idempotency_key, uuid.uuid4(), meter))
 
-    async def follow(self, agent_id: uuid.UUID, message: str, idempotency_key: str | None) -> AsyncIterator[Event]:
+    async def follow(
+        self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, meter: Meter | None = None
+    ) -> AsyncIterator[Event]:
         """Start a turn and yield its events in order, through `turn_completed`. A refused turn (unknown agent,
         another turn running, no LLM) raises before the first event; an idempotent replay yields the stored events
         of the earlier turn (without `turn_completed` when that turn is still running)."""
         turn_id = uuid.uuid4()
         async with self.hub.subscribe(agent_id) as queue:
             # Subscribed before the turn starts, so no event can be published before we listen.
-            task = self.tasks.spawn(self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id))
+            task = self.tasks.spawn(self._run(agent_id, message, idempotency_key, turn_id, meter))
             last_seq = -1
             while (event := await _next_event(queue, task)) is not None:
                 if event.turn_id != turn_id:
@@ -51,6 +61,25 @@ class TurnStreams:
         for event in result.events:
             if result.turn_id != turn_id or event.seq > last_seq:
                 yield event
+
+    async def _run(
+        self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, turn_id: uuid.UUID, meter: Meter | None
+    ) -> TurnResult:
+        if meter is None:
+            return await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
+        await meter.admit_turn()
+        try:
+            return await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
+        finally:
+            await asyncio.shield(self._spend(meter, agent_id, turn_id))
+
+    async def _spend(self, meter: Meter, agent_id: uuid.UUID, turn_id: uuid.UUID) -> None:
+        try:
+            async with self.runner.sessions() as session:
+                tokens = await tokens_used(session, agent_id, turn_id)
+            await meter.spend_tokens(tokens)
+        except Exception:  # the turn has run and is stored: a failed count must not turn its answer into an error
+            log.warning("could not count the LLM tokens of turn %s against its quotas", turn_id, exc_info=True)
 
 
 async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:
