@@ -92,7 +92,7 @@ def _body(code: str, detail: str) -> dict[str, str]:
     return {"error": code, "detail": detail}
 
 
-def _format_validation(errors: list[Any]) -> str:
+def format_validation(errors: list[Any]) -> str:
     parts = []
     for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
@@ -146,7 +146,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _respond(request, 422, _body("invalid_request", _format_validation(list(exc.errors()))))
+        return _respond(request, 422, _body("invalid_request", format_validation(list(exc.errors()))))
 
     @app.exception_handler(DBAPIError)
     async def _database(request: Request, exc: DBAPIError) -> JSONResponse:
