@@ -93,7 +93,7 @@ def _body(code: str, detail: str) -> dict[str, str]:
     return {"error": code, "detail": detail}
 
 
-def _format_validation(errors: list[Any]) -> str:
+def format_validation(errors: list[Any]) -> str:
     parts = []
     for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
@@ -115,7 +115,7 @@ def _invalid_request(request: Request, errors: list[Any]) -> JSONResponse:
                 where = f"at character {err['loc'][-1]}: " if len(err["loc"]) > 1 else ""
                 reason = err.get("ctx", {}).get("error", "JSON decode error")
                 return _respond(request, 422, _body("invalid_json", f"the body is not valid JSON ({where}{reason}); {SEND_JSON}"))
-    return _respond(request, 422, _body("invalid_request", _format_validation(errors)))
+    return _respond(request, 422, _body("invalid_request", format_validation(errors)))
 
 
 # SQLSTATE class 08 (connection exception), and a server shutting down or starting up.

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     auto_retrieval: bool = True
     auto_retrieval_k: int = Field(default=10, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0
+    # A WebSocket watcher whose client has not taken an event for this long is let go (a reader that never reads).
+    ws_send_timeout_seconds: float = Field(default=10.0, gt=0)
 
     # Shut-down (app/draining.py): from SIGTERM to exit, turns in flight included; the first `notice` seconds of it
     # readiness fails and new requests get 503 while the listener stays open, so that load balancers move away.

@@ -9,7 +9,6 @@ import re
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,45 +16,17 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from app.api.console import FILES
 from app.llm.embeddings import Embedder
-from app.main import create_app
 from app.settings import Settings
 from tests.conftest import ADMIN_KEY, admin, scripted_settings
-from tests.scripted_llm import ScriptedLLM, call, free_port, tools
+from tests.scripted_llm import ScriptedLLM, call, tools
+from tests.served import Served
 
 expect.set_options(timeout=15_000)
 SCREENSHOTS = os.environ.get("ENGRAM_CONSOLE_SCREENSHOTS")
-
-
-class Served:
-    """The app under uvicorn in a thread: real HTTP and WebSocket on a loopback port."""
-
-    def __init__(self, settings: Settings, embedder: Embedder) -> None:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        config = uvicorn.Config(create_app(settings, embedder=embedder), host="127.0.0.1", port=port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> "Served":
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            assert self.thread.is_alive(), "the service did not start"
-            assert time.monotonic() < deadline, "the service did not start in 60 s"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-    def api(self, key: str | None = None) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=30)
 
 
 def served_settings(database_url: str, llm: ScriptedLLM, **extra: Any) -> Settings:

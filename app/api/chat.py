@@ -36,7 +36,10 @@ from app.errors import (
     LLMError,
     NotFound,
     TurnErrorBody,
+    Unprocessable,
+    format_validation,
 )
+from app.quotas.service import Meter
 from app.runtime import runtime
 
 log = logging.getLogger("engram.chat")
@@ -150,26 +153,69 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
         await _send_error(websocket, agent_id, exc.code, exc.detail)
         await websocket.close(code=4404)
         return
-    streams = state.turn_streams
+    streams, settings = state.turn_streams, state.settings
     meter = quota_meter(state, principal)  # a refused turn comes back as an error event (_report_refusal)
     async with streams.watch(agent_id) as outbox:
         # One writer: turn events and this socket's own errors all go out through the agent's queue, in order.
-        forward = asyncio.create_task(_forward(websocket, outbox))
+        # The socket lives as long as both halves do: a client gone, a bad frame or a stuck reader ends it.
+        async with asyncio.TaskGroup() as group:
+            forwarding = group.create_task(_forward(websocket, outbox, settings.ws_send_timeout_seconds))
+            reading = group.create_task(_read_commands(websocket, outbox, streams, agent_id, settings.max_request_bytes, meter))
+            forwarding.add_done_callback(lambda _: reading.cancel())
+            reading.add_done_callback(lambda _: forwarding.cancel())
+    closing = next((half.result() for half in (reading, forwarding) if not half.cancelled()), None)
+    if closing is not None:
+        await _close(websocket, *closing, timeout=settings.ws_send_timeout_seconds)
+
+
+Closing = tuple[int, str]  # a WebSocket close code and its reason (at most 123 bytes)
+EXPECTED_COMMAND = 'send {"type": "chat", "message": ...}'
+
+
+async def _read_commands(
+    websocket: WebSocket,
+    outbox: asyncio.Queue[Event | None],
+    streams: TurnStreams,
+    agent_id: uuid.UUID,
+    max_bytes: int,
+    meter: Meter | None,
+) -> Closing | None:
+    """Start a turn for each chat command. A frame that is not one gets an error event; a frame that cannot be read
+    as text (binary) or is over the request size limit closes the socket (None: the client went away)."""
+    while True:
+        frame = await websocket.receive()
+        if frame["type"] == "websocket.disconnect":
+            return None
+        raw = frame.get("text")
+        if raw is None:
+            return 1003, "binary frames are not understood: send JSON text frames"
+        if len(raw.encode()) > max_bytes:
+            return 1009, f"frame over ENGRAM_MAX_REQUEST_BYTES ({max_bytes} bytes)"
         try:
-            while True:
-                raw = await websocket.receive_text()
-                try:
-                    command = WsChat.model_validate(json.loads(raw))
-                except (ValueError, ValidationError) as exc:
-                    detail = f'expected {{"type": "chat", "message": ...}}: {exc}'
-                    outbox.put_nowait(_error_event(agent_id, "invalid_request", detail))
-                    continue
-                task = streams.start(agent_id, command.message, command.idempotency_key, meter)
-                task.add_done_callback(lambda t: _report_refusal(t, outbox, agent_id))
-        except WebSocketDisconnect:
-            pass
-        finally:
-            forward.cancel()
+            command = _chat_command(raw)
+        except Unprocessable as exc:
+            streams.hub.offer(outbox, _error_event(agent_id, exc.code, exc.detail))
+            continue
+        task = streams.start(agent_id, command.message, command.idempotency_key, meter)
+        task.add_done_callback(lambda t: _report_refusal(t, streams, outbox, agent_id))
+
+
+def _chat_command(raw: str) -> WsChat:
+    """A text frame as a chat command, or Unprocessable saying what is wrong with it and what to send."""
+    try:
+        frame = json.loads(raw)
+    except ValueError as exc:
+        raise Unprocessable(f"not valid JSON ({exc}): {EXPECTED_COMMAND}") from None
+    if not isinstance(frame, dict):
+        raise Unprocessable(f"expected a JSON object: {EXPECTED_COMMAND}")
+    if "type" not in frame:
+        raise Unprocessable(f'the frame has no "type": {EXPECTED_COMMAND}')
+    if frame["type"] != "chat":
+        raise Unprocessable(f"unknown message type {frame['type']!r}: {EXPECTED_COMMAND}")
+    try:
+        return WsChat.model_validate(frame)
+    except ValidationError as exc:
+        raise Unprocessable(f"{format_validation(exc.errors())}: {EXPECTED_COMMAND}") from None
 
 
 async def _authenticate_socket(websocket: WebSocket) -> Principal:
@@ -189,15 +235,34 @@ async def _authenticate_socket(websocket: WebSocket) -> Principal:
     return require_tenant(await authenticator.authenticate(key, client))
 
 
-async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None]) -> None:
+async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None], send_timeout: float) -> Closing | None:
+    """Send the agent's events. A client that takes none for send_timeout seconds is let go without a close frame
+    (it would not read one), so that a reader that never reads holds no task and no backlog."""
     while (event := await queue.get()) is not None:
-        await websocket.send_text(event.model_dump_json())
-    await websocket.close(code=1013)  # fell too far behind
+        try:
+            async with asyncio.timeout(send_timeout):
+                await websocket.send_text(event.model_dump_json())
+        except TimeoutError:
+            log.warning("let go of a watcher of agent %s that took no event for %gs", event.agent_id, send_timeout)
+            return None
+        except WebSocketDisconnect:
+            return None
+    return 1013, "fell too far behind: replay missed turns with GET /v1/agents/{agent_id}/turns/{turn_id}"
 
 
-def _report_refusal(task: asyncio.Task[TurnResult], outbox: asyncio.Queue[Event | None], agent_id: uuid.UUID) -> None:
+async def _close(websocket: WebSocket, code: int, reason: str, *, timeout: float) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            await websocket.close(code=code, reason=reason)
+    except (TimeoutError, RuntimeError, WebSocketDisconnect):
+        pass  # the client is gone or not reading: there is no one to tell
+
+
+def _report_refusal(
+    task: asyncio.Task[TurnResult], streams: TurnStreams, outbox: asyncio.Queue[Event | None], agent_id: uuid.UUID
+) -> None:
     if not task.cancelled() and (exc := task.exception()) is not None:
-        outbox.put_nowait(_failure_event(agent_id, exc, "the turn could not run"))
+        streams.hub.offer(outbox, _failure_event(agent_id, exc, "the turn could not run"))
 
 
 def _failure_event(agent_id: uuid.UUID, exc: BaseException, unexpected: str) -> ErrorEvent:

@@ -17,12 +17,17 @@ class EventHub:
 
     def publish(self, event: Event) -> None:
         for queue in list(self._subscribers.get(event.agent_id, ())):
-            if queue.qsize() >= MAX_BACKLOG:
-                # A watcher this far behind is dropped rather than buffering without bound; None ends its stream.
-                self._subscribers[event.agent_id].discard(queue)
-                queue.put_nowait(None)
-            else:
-                queue.put_nowait(event)
+            self.offer(queue, event)
+
+    def offer(self, queue: asyncio.Queue[Event | None], event: Event) -> None:
+        """Queue an event for one watcher. A watcher this far behind is dropped rather than buffering without bound;
+        None ends its stream, and nothing more is queued after it."""
+        backlog = queue.qsize()
+        if backlog < MAX_BACKLOG:
+            queue.put_nowait(event)
+        elif backlog == MAX_BACKLOG:
+            self._subscribers.get(event.agent_id, set()).discard(queue)
+            queue.put_nowait(None)
 
     def watching(self, agent_id: uuid.UUID) -> bool:
         return bool(self._subscribers.get(agent_id))

@@ -46,6 +46,7 @@ def _serve(args: argparse.Namespace) -> None:
         port=args.port,
         log_level=args.log_level,
         ws="websockets-sansio",
+        ws_max_size=app.state.settings.max_request_bytes,  # a bigger frame is closed with 1009 before it is read
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=drain.requests_timeout,
