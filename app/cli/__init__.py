@@ -1,4 +1,4 @@
-"""`engram …`: the server-side commands (serve, migrate, keys, reembed, mcp, openapi) and the client
+"""`engram …`: the server-side commands (serve, migrate, keys, backup, restore, reembed, mcp, openapi) and the client
 commands (chat, agents, memory, export, import), which talk to a running server over HTTP with an API key.
 
 Every failure a user can cause (a missing file, a bad id, an unreachable server or database, invalid settings)
@@ -10,13 +10,13 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from app.cli import agents, chat, memory, server, transfer
+from app.cli import agents, backup, chat, memory, server, transfer
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (server, chat, agents, memory, transfer):
+    for group in (server, backup, chat, agents, memory, transfer):
         group.register(sub)
     args = parser.parse_args(argv)
     # One-shot commands say what they did on stdout; their stderr is for problems (long-running ones ask for INFO).
