@@ -2,7 +2,10 @@
 directory or over a changed database, to the same memory — blocks with their history, passages with their vectors,
 messages, turns — and a database the service starts on."""
 
+import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,25 @@ def test_backup_while_serving_restores_into_a_fresh_data_directory(tmp_path: Pat
         populate(service, agent, llm)  # type: ignore[arg-type]  # httpx.Client: the same calls as a TestClient
         before = settled_export(service, agent["id"])  # type: ignore[arg-type]
 
-        made = engram("backup", str(backup), **serving)
+        busy = service.post("/v1/agents", json={"name": "Busy"}).json()
+        written: list[str] = []
+        stop = threading.Event()
+
+        def keep_writing() -> None:  # another client writing all through the backup
+            with httpx.Client(base_url=base, timeout=60) as writer:
+                while not stop.is_set():
+                    note = f"note {len(written)}"
+                    assert writer.post(f"/v1/agents/{busy['id']}/archival", json={"content": note}).status_code == 201
+                    written.append(note)
+
+        with ThreadPoolExecutor(1) as pool:
+            writing = pool.submit(keep_writing)
+            while len(written) < 3:
+                time.sleep(0.05)
+            written_before = len(written)
+            made = engram("backup", str(backup), **serving)
+            stop.set()
+            writing.result()
         assert made.returncode == 0, made.stderr
         assert f"backed up the database to {backup}" in made.stdout and backup.read_bytes().startswith(b"PGDMP")
         assert not backup.with_name("engram.dump.part").exists()
@@ -48,6 +69,9 @@ def test_backup_while_serving_restores_into_a_fresh_data_directory(tmp_path: Pat
     with running_service({**fresh, **llm_env}) as base, httpx.Client(base_url=base, timeout=60) as service:
         after = settled_export(service, agent["id"])  # type: ignore[arg-type]
         assert same_memory(after) == same_memory(before)  # ids, revisions, vectors, messages, turns and events
+        notes = [p["content"] for p in settled_export(service, busy["id"])["passages"]]  # type: ignore[arg-type]
+        # The database as of one instant during the backup: every note written before it, none missing in between.
+        assert written_before <= len(notes) <= len(written) and sorted(notes) == sorted(written[: len(notes)])
         found = service.get(f"/v1/agents/{agent['id']}/archival", params={"query": "好きな食べ物"}).json()["items"]
         assert found[0]["content"] == "太郎の好きな食べ物はラーメン"  # the vectors and their index work
 
