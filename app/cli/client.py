@@ -47,7 +47,13 @@ class Api:
             raise self.unreachable(exc) from None
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self.request(method, path, **kwargs).json()
+        response = self.request(method, path, **kwargs)
+        try:
+            return response.json()
+        except ValueError:
+            raise SystemExit(
+                f"engram: {self.url} answered {path} with something other than JSON; is it an Engram server (ENGRAM_URL)?"
+            ) from None
 
     def unreachable(self, exc: Exception) -> SystemExit:
         return SystemExit(
@@ -84,7 +90,8 @@ def failure(response: httpx.Response) -> SystemExit:
         reason = f"{body['error']}: {body['detail']}"
     except (ValueError, KeyError, TypeError):
         reason = response.text[:500] or response.reason_phrase
-    return SystemExit(f"engram: the server answered {response.status_code} {reason}")
+    one_line = " ".join(reason.split())  # an HTML error page, say
+    return SystemExit(f"engram: the server answered {response.status_code} {one_line}")
 
 
 @contextmanager

@@ -4,8 +4,10 @@
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -55,67 +57,89 @@ def _serve(args: argparse.Namespace) -> None:
 
 
 def _migrate(_: argparse.Namespace) -> None:
-    from app import db
-    from app.llm.embeddings import build_embedder
-    from app.settings import get_settings
-
-    db.run_migrations(_database_url(), build_embedder(get_settings()).dim)
+    migrated_database_url()
     print("database schema is up to date")
 
 
-def _database_url() -> str:
+def database_url() -> str:
+    """DATABASE_URL, or the embedded PostgreSQL under ENGRAM_DATA_DIR (started if it is not running)."""
     from app import db
     from app.settings import get_settings
 
     settings = get_settings()
-    return settings.database_url or db.start_embedded_postgres(settings.data_dir).url
+    if settings.database_url is None:
+        return db.start_embedded_postgres(settings.data_dir).url
+    try:
+        return db.asyncpg_url(settings.database_url)
+    except ValueError as exc:
+        raise SystemExit(f"engram: {exc}") from None
+
+
+def migrated_database_url() -> str:
+    """database_url() with the schema brought up to date (a fresh data directory has no tables yet)."""
+    from app import db
+    from app.llm.embeddings import build_embedder
+    from app.settings import get_settings
+
+    url = database_url()
+    db.run_migrations(url, build_embedder(get_settings()).dim)
+    return url
 
 
 def _keys_create(args: argparse.Namespace) -> None:
     """Issue a key for a tenant (by id or name; a new name creates the tenant). Prints the key once."""
-    import uuid
-
     from app import db
-    from app.auth.keys import KeyRepository
+    from app.auth.keys import IssuedKey, KeyRepository
+    from app.errors import NotFound
 
-    async def issue() -> tuple[str, str]:
-        engine = db.create_engine(_database_url())
+    tenant_id = _uuid_or_none(args.tenant)
+    url = migrated_database_url()
+
+    async def issue() -> IssuedKey:
+        engine = db.create_engine(url)
         try:
             async with db.transaction(db.session_factory(engine)) as session:
                 keys = KeyRepository(session)
-                tenants = await keys.tenants()
-                tenant = next((t for t in tenants if str(t.id) == args.tenant or t.name == args.tenant), None)
-                if tenant is None:
-                    try:
-                        uuid.UUID(args.tenant)
-                        raise SystemExit(f"no tenant {args.tenant}")
-                    except ValueError:
-                        tenant = await keys.create_tenant(args.tenant)
-                issued = await keys.issue(tenant.id, args.name)
-                return str(tenant.id), issued.key
+                tenant = next((t for t in await keys.tenants() if t.id == tenant_id or t.name == args.tenant), None)
+                if tenant is None and tenant_id is not None:
+                    raise NotFound(f"no tenant {tenant_id} (a new tenant is created by name: --tenant acme)")
+                tenant = tenant or await keys.create_tenant(args.tenant)
+                return await keys.issue(tenant.id, args.name)
         finally:
             await engine.dispose()
 
-    tenant_id, key = asyncio.run(issue())
-    print(f"tenant {tenant_id}\nAPI key (shown once, store it now): {key}")
+    issued = asyncio.run(issue())
+    print(f"tenant {issued.record.tenant_id}")
+    print(f"key id {issued.record.id} (to revoke it: engram keys revoke {issued.record.id})")
+    print(f"API key (shown once, store it now): {issued.key}")
 
 
 def _keys_revoke(args: argparse.Namespace) -> None:
-    import uuid
-
     from app import db
     from app.auth.keys import KeyRepository
 
+    key_id = _uuid_or_none(args.key_id)
+    if key_id is None:
+        raise SystemExit(f"engram: {args.key_id!r} is not a key id (the UUID that `engram keys create` prints)")
+    url = migrated_database_url()
+
     async def revoke() -> None:
-        engine = db.create_engine(_database_url())
+        engine = db.create_engine(url)
         try:
             async with db.transaction(db.session_factory(engine)) as session:
-                await KeyRepository(session).revoke(uuid.UUID(args.key_id))
+                await KeyRepository(session).revoke(key_id)
         finally:
             await engine.dispose()
 
     asyncio.run(revoke())
     print("revoked")
+
+
+def _uuid_or_none(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
 
 
 def _reembed(_: argparse.Namespace) -> None:
@@ -133,7 +157,7 @@ def _reembed(_: argparse.Namespace) -> None:
     from app.settings import get_settings
 
     settings = get_settings()
-    url = _database_url()
+    url = database_url()
     embedder = build_embedder(settings)
     db.run_migrations(url, embedder.dim)
 
@@ -229,7 +253,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         default=os.environ.get("ENGRAM_API_KEY") or None,
         help="act for this API key's tenant (default: $ENGRAM_API_KEY; without one: the default tenant)",
     )
-    mcp.set_defaults(run=_mcp)
+    mcp.set_defaults(run=_mcp, logs=logging.INFO)  # a long-running server: its logs (on stderr) are wanted
     spec = sub.add_parser("openapi", help="write the OpenAPI document")
     spec.add_argument("--output", default="openapi.json")
     spec.set_defaults(run=_openapi)
