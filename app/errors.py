@@ -114,7 +114,9 @@ def _invalid_request(request: Request, errors: list[Any]) -> JSONResponse:
             if err.get("type") == "json_invalid":
                 where = f"at character {err['loc'][-1]}: " if len(err["loc"]) > 1 else ""
                 reason = err.get("ctx", {}).get("error", "JSON decode error")
-                return _respond(request, 422, _body("invalid_json", f"the body is not valid JSON ({where}{reason}); {SEND_JSON}"))
+                return _respond(
+                    request, 422, _body("invalid_request", f"the body is not valid JSON ({where}{reason}); {SEND_JSON}")
+                )
     return _respond(request, 422, _body("invalid_request", format_validation(errors)))
 
 
@@ -208,7 +210,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     415: {"model": ErrorBody, "description": "A body not sent as JSON (Content-Type: application/json)"},
-    422: {"model": ErrorBody, "description": "Invalid input (invalid_json: the body is not valid JSON)"},
+    422: {"model": ErrorBody, "description": "Invalid input, or a body that is not valid JSON"},
     429: {"model": ErrorBody, "description": "A quota is used up (see Retry-After and the X-RateLimit-* headers)"},
     503: {"model": ErrorBody, "description": "The database is unreachable, or this replica is shutting down (see Retry-After)"},
 }

@@ -26,7 +26,7 @@ from app.errors import DATABASE_RETRY_AFTER_SECONDS, install_error_handlers
 from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
-from app.metrics import metrics_endpoint
+from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE, metrics_endpoint
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
 from app.runtime import Runtime, runtime
@@ -71,6 +71,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
+    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks()))
+    DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)  # type: ignore[attr-defined]  # QueuePool, not Pool
     try:
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
             yield

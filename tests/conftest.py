@@ -21,7 +21,7 @@ from app.settings import E5_DIM, Settings, available_cpus
 from tests.scripted_llm import ScriptedLLM
 
 LOOPBACK = ("127.0.0.1", 50000)
-# Tests without an LLM endpoint expect none (503): the offline model (engram[llm]) only where a test asks for it.
+# Tests without an LLM endpoint expect none (503): the demo model (engram[demo]) only where a test asks for it.
 os.environ.setdefault("ENGRAM_LOCAL_LLM", "false")
 ADMIN_KEY = "admin-" + "k" * 32
 

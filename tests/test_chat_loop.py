@@ -33,6 +33,7 @@ def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, a
         "turn_completed",
     ]
     assert [e["seq"] for e in turn["events"]] == list(range(len(turn["events"])))
+    assert turn["events"][0]["demo_model"] is None  # a configured endpoint is never called a demo
     assert all(e["turn_id"] == turn["turn_id"] and e["agent_id"] == agent["id"] for e in turn["events"])
     assert turn["events"][2]["arguments"] == {"label": "human", "content": "Likes jazz"}
     assert (turn["reply"], turn["stop_reason"], turn["status"]) == ("Noted!", "end_turn", "completed")

@@ -26,7 +26,7 @@ def test_a_timeout_that_is_not_the_database_is_an_internal_error(settings: Setti
 def test_a_body_that_is_not_json_says_what_to_send(client: TestClient, agent: dict) -> None:
     broken = client.post("/v1/agents", content=b'{"name": "x",}', headers={"Content-Type": "application/json"})
     assert broken.status_code == 422
-    assert broken.json()["error"] == "invalid_json"
+    assert broken.json()["error"] == "invalid_request"
     assert "at character 13" in broken.json()["detail"] and "Content-Type: application/json" in broken.json()["detail"]
     for headers in ({}, {"Content-Type": "text/plain"}, {"Content-Type": "application/x-www-form-urlencoded"}):
         unlabelled = client.post(f"/v1/agents/{agent['id']}/chat", content=b'{"message": "hi"}', headers=headers)

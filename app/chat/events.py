@@ -31,6 +31,8 @@ class _Event(BaseModel):
 class TurnStarted(_Event):
     type: Literal["turn_started"] = "turn_started"
     message: str
+    # Set when the turn is answered by the packaged demo model (no LLM configured): its replies are not reliable.
+    demo_model: str | None = None
 
 
 class Reasoning(_Event):

