@@ -1,9 +1,10 @@
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from app.memory.schemas import MAX_BLOCKS, BlockCreate, BlockRead
+from app.read_model import ReadModel
 from app.request_body import RequestBody
 
 DEFAULT_PERSONA = (
@@ -43,7 +44,7 @@ class AgentUpdate(RequestBody):
     model: str | None = Field(default=None, max_length=200)
 
 
-class AgentRead(BaseModel):
+class AgentRead(ReadModel):
     id: uuid.UUID
     name: str
     system: str | None

@@ -7,8 +7,6 @@ from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
 from app.errors import Conflict, NotFound, Unprocessable
-from app.memory.models import MemoryBlock
-from app.memory.schemas import block_read
 from app.memory.service import CoreMemory
 from app.models_base import utcnow
 from app.pagination import Page, decode_time_cursor, split_page
@@ -46,18 +44,6 @@ async def tenant_agents(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence
     return await AgentRepository(session).every(tenant_id)
 
 
-def agent_read(agent: Agent, blocks: Sequence[MemoryBlock]) -> AgentRead:
-    return AgentRead(
-        id=agent.id,
-        name=agent.name,
-        system=agent.system,
-        model=agent.model,
-        created_at=agent.created_at,
-        updated_at=agent.updated_at,
-        blocks=[block_read(b) for b in blocks],
-    )
-
-
 class AgentService:
     def __init__(self, session: AsyncSession):
         self.agents = AgentRepository(session)
@@ -69,7 +55,7 @@ class AgentService:
         return await self.read(agent)
 
     async def read(self, agent: Agent) -> AgentRead:
-        return agent_read(agent, await self.core.blocks_of(agent.id))
+        return AgentRead.of(agent, blocks=await self.core.blocks_of(agent.id))
 
     async def update(self, agent: Agent, patch: AgentUpdate) -> AgentRead:
         changes = patch.model_dump(exclude_unset=True)
@@ -88,4 +74,4 @@ class AgentService:
         rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
         page, next_cursor = split_page(rows, limit, lambda a: (a.created_at, a.id))
         blocks = await self.core.blocks.of_agents([a.id for a in page])
-        return Page[AgentRead](items=[agent_read(a, blocks[a.id]) for a in page], next_cursor=next_cursor)
+        return Page[AgentRead](items=[AgentRead.of(a, blocks=blocks[a.id]) for a in page], next_cursor=next_cursor)

@@ -40,8 +40,6 @@ from app.memory.schemas import (
     MAX_TAGS,
     BlockRead,
     PassageRead,
-    block_read,
-    passage_read,
 )
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.runtime import Runtime, runtime
@@ -163,7 +161,7 @@ def build_server(
         a version; pass that version as `expected_version` to edit_core_memory_block so that an edit made since
         you read it is not overwritten."""
         async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
-            return CoreMemoryBlocks(blocks=[block_read(b) for b in await CoreMemory(session).blocks_of(agent.id)])
+            return CoreMemoryBlocks(blocks=[BlockRead.of(b) for b in await CoreMemory(session).blocks_of(agent.id)])
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False))
     async def edit_core_memory_block(
@@ -190,7 +188,7 @@ def build_server(
             if label not in labels:  # a misspelt label must not create a block
                 raise ToolError(f"not_found: the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
             block, _ = await core.write(agent.id, label, value, source="api", expected_version=expected_version, limit=limit)
-            return block_read(block)
+            return BlockRead.of(block)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
     async def insert_archival_memory(
@@ -209,7 +207,7 @@ def build_server(
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id) as (session, agent):
             [stored] = await ArchivalMemory(session, caller.runtime.embedder).add(agent.id, [(content, tags or [])])
-            return passage_read(stored.passage, duplicate=stored.duplicate)
+            return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
     @server.tool(annotations=READ_ONLY)
     async def search_archival_memory(
@@ -225,7 +223,7 @@ def build_server(
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id) as (session, agent):
             matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, query, k=k, tags=tags)
-            return PassageList(passages=[passage_read(m.passage, m.score, m.similarity) for m in matches])
+            return PassageList(passages=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
 
     @server.tool(annotations=READ_ONLY)
     async def search_conversation_history(agent_id: AgentId, query: Query, ctx: Context, k: K = 10) -> ConversationHits:

@@ -18,9 +18,6 @@ from app.memory.schemas import (
     PassageCreate,
     PassageRead,
     RevisionRead,
-    block_read,
-    message_read,
-    passage_read,
 )
 from app.memory.service import Mode
 from app.pagination import Page
@@ -47,7 +44,7 @@ def split_tags(tags: list[str] | None) -> list[str] | None:
 @router.get("/memory")
 async def get_core_memory(agent: AgentDep, core: CoreMemoryDep) -> CoreMemoryRead:
     """Core memory: every block with its value, limit and version."""
-    return CoreMemoryRead(blocks=[block_read(b) for b in await core.blocks_of(agent.id)])
+    return CoreMemoryRead(blocks=[BlockRead.of(b) for b in await core.blocks_of(agent.id)])
 
 
 @router.put(
@@ -81,7 +78,7 @@ async def put_core_memory_block(
     )
     response.status_code = 201 if created else 200
     response.headers["ETag"] = f'"{block.version}"'
-    return block_read(block)
+    return BlockRead.of(block)
 
 
 @router.get("/memory/{label}/history")
@@ -89,10 +86,7 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
     """Every revision of a block, newest first, with who made it (agent or api) and in which turn."""
     revisions = await core.history(agent.id, label)
     return Page[RevisionRead](
-        items=[
-            RevisionRead(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at)
-            for r in revisions
-        ]  # type: ignore[arg-type]
+        items=[RevisionRead.of(r) for r in revisions]  # type: ignore[arg-type]
     )
 
 
@@ -106,14 +100,14 @@ async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMe
     [stored] = await archival.add(agent.id, [(body.content, body.tags)])
     if stored.duplicate:
         response.status_code = 200
-    return passage_read(stored.passage, duplicate=stored.duplicate)
+    return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
 
 @router.post("/archival/batch", status_code=201)
 async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep) -> PassageBatchRead:
     """Add up to 500 passages at once; near-duplicates come back as the stored passage with `duplicate: true`."""
     stored = await archival.add(agent.id, [(item.content, item.tags) for item in body.items])
-    return PassageBatchRead(items=[passage_read(s.passage, duplicate=s.duplicate) for s in stored])
+    return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 
 
 @router.get("/archival")
@@ -143,15 +137,15 @@ async def search_or_list_passages(
             min_score=min_score,
             mode=mode,
         )
-        return Page[PassageRead](items=[passage_read(m.passage, m.score, m.similarity) for m in matches])
+        return Page[PassageRead](items=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
     page, next_cursor = await archival.page(agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before)
-    return Page[PassageRead](items=[passage_read(p) for p in page], next_cursor=next_cursor)
+    return Page[PassageRead](items=[PassageRead.of(p) for p in page], next_cursor=next_cursor)
 
 
 @router.get("/archival/{passage_id}")
 async def get_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> PassageRead:
     """Read one passage."""
-    return passage_read(await archival.get(agent.id, passage_id))
+    return PassageRead.of(await archival.get(agent.id, passage_id))
 
 
 @router.delete("/archival/{passage_id}", status_code=204)
@@ -183,6 +177,6 @@ async def list_messages(
             before=before,
             below_seq=None if include_context else agent.context_start_seq,
         )
-        return Page[MessageRead](items=[message_read(m, h.score) for m, h in hits])
+        return Page[MessageRead](items=[MessageRead.of(m, score=h.score) for m, h in hits])
     messages, next_cursor = await recall.page(agent.id, limit=limit, cursor=cursor, after=after, before=before)
-    return Page[MessageRead](items=[message_read(m) for m in messages], next_cursor=next_cursor)
+    return Page[MessageRead](items=[MessageRead.of(m) for m in messages], next_cursor=next_cursor)

@@ -6,7 +6,6 @@ from fastapi import APIRouter, Request, Response
 
 from app.api.deps import AdminDep, SessionDep
 from app.auth.keys import KeyRepository
-from app.auth.models import ApiKey
 from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyLimitsUpdate, KeyRead, TenantCreate, TenantRead
 from app.errors import ERROR_RESPONSES
 from app.pagination import Page
@@ -16,22 +15,18 @@ from app.runtime import runtime
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
 
-def key_read(record: ApiKey) -> KeyRead:
-    return KeyRead.model_validate(record, from_attributes=True)
-
-
 @router.post("/tenants", status_code=201)
 async def create_tenant(body: TenantCreate, session: SessionDep, _: AdminDep) -> TenantRead:
     """Create a tenant: the owner of agents, reached with its own API keys."""
     tenant = await KeyRepository(session).create_tenant(body.name)
-    return TenantRead(id=tenant.id, name=tenant.name, created_at=tenant.created_at)
+    return TenantRead.of(tenant)
 
 
 @router.get("/tenants")
 async def list_tenants(session: SessionDep, _: AdminDep) -> Page[TenantRead]:
     """Every tenant."""
     tenants = await KeyRepository(session).tenants()
-    return Page[TenantRead](items=[TenantRead(id=t.id, name=t.name, created_at=t.created_at) for t in tenants])
+    return Page[TenantRead](items=[TenantRead.of(t) for t in tenants])
 
 
 @router.post("/tenants/{tenant_id}/keys", status_code=201)
@@ -40,7 +35,7 @@ async def create_key(tenant_id: uuid.UUID, body: KeyCreate, session: SessionDep,
     just its hash."""
     issued = await KeyRepository(session).issue(tenant_id, body.name, body.limits())
     runtime(request.app).authenticator.key_created()
-    return IssuedKeyRead(**key_read(issued.record).model_dump(), key=issued.key)
+    return IssuedKeyRead.of(issued.record, key=issued.key)
 
 
 @router.get("/tenants/{tenant_id}/keys")
@@ -48,13 +43,13 @@ async def list_keys(tenant_id: uuid.UUID, session: SessionDep, _: AdminDep) -> P
     """A tenant's keys (never the keys themselves)."""
     keys = KeyRepository(session)
     await keys.tenant(tenant_id)
-    return Page[KeyRead](items=[key_read(k) for k in await keys.keys(tenant_id)])
+    return Page[KeyRead](items=[KeyRead.of(k) for k in await keys.keys(tenant_id)])
 
 
 @router.patch("/keys/{key_id}")
 async def update_key_limits(key_id: uuid.UUID, body: KeyLimitsUpdate, session: SessionDep, _: AdminDep) -> KeyRead:
     """Change a key's own quotas (null removes one); they apply from the key's next request, on every replica."""
-    return key_read(await KeyRepository(session).update_limits(key_id, body.model_dump(exclude_unset=True)))
+    return KeyRead.of(await KeyRepository(session).update_limits(key_id, body.model_dump(exclude_unset=True)))
 
 
 @router.delete("/keys/{key_id}", status_code=204)

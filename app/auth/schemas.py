@@ -4,6 +4,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from app.quotas.service import Limits
+from app.read_model import ReadModel
 from app.request_body import RequestBody
 
 
@@ -11,7 +12,7 @@ class TenantCreate(RequestBody):
     name: str = Field(min_length=1, max_length=200)
 
 
-class TenantRead(BaseModel):
+class TenantRead(ReadModel):
     id: uuid.UUID
     name: str
     created_at: datetime
@@ -36,7 +37,7 @@ class KeyLimitsUpdate(KeyLimits, RequestBody):
     """The fields given replace the key's limits (null removes one); the others stay."""
 
 
-class KeyRead(KeyLimits):
+class KeyRead(KeyLimits, ReadModel):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str

@@ -12,7 +12,7 @@ from app.chat.repository import TurnRepository
 from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
 from app.errors import NotFound
 from app.memory.repository import MessageRepository
-from app.memory.schemas import message_read
+from app.memory.schemas import MessageRead
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -38,7 +38,7 @@ async def context_read(session: AsyncSession, agent: Agent, settings: Settings) 
     return ContextRead(
         system_prompt=view.system,
         summary=agent.summary,
-        messages=[message_read(m) for m in view.messages],
+        messages=[MessageRead.of(m) for m in view.messages],
         messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
         tokens=ContextTokensRead(
             **asdict(view.tokens),

@@ -2,9 +2,9 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
-from app.memory.models import ArchivalPassage, MemoryBlock, Message
+from app.read_model import ReadModel
 from app.request_body import RequestBody
 
 LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
@@ -37,10 +37,10 @@ class BlockWrite(RequestBody):
         return self
 
 
-class BlockRead(BaseModel):
+class BlockRead(ReadModel):
     label: str
     value: str
-    limit: int
+    limit: int = Field(validation_alias=AliasChoices("limit", "char_limit"))
     description: str | None
     read_only: bool
     version: int
@@ -51,7 +51,7 @@ class CoreMemoryRead(BaseModel):
     blocks: list[BlockRead]
 
 
-class RevisionRead(BaseModel):
+class RevisionRead(ReadModel):
     version: int
     value: str
     source: Literal["agent", "api"]
@@ -71,7 +71,7 @@ class PassageBatchCreate(RequestBody):
     items: list[PassageCreate] = Field(min_length=1, max_length=500)
 
 
-class PassageRead(BaseModel):
+class PassageRead(ReadModel):
     id: uuid.UUID
     content: str
     tags: list[str]
@@ -85,25 +85,11 @@ class PassageRead(BaseModel):
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
 
 
-def passage_read(
-    passage: ArchivalPassage, score: float | None = None, similarity: float | None = None, *, duplicate: bool | None = None
-) -> PassageRead:
-    return PassageRead(
-        id=passage.id,
-        content=passage.content,
-        tags=passage.tags,
-        created_at=passage.created_at,
-        score=score,
-        similarity=similarity,
-        duplicate=duplicate,
-    )
-
-
 class PassageBatchRead(BaseModel):
     items: list[PassageRead]
 
 
-class MessageRead(BaseModel):
+class MessageRead(ReadModel):
     id: uuid.UUID
     role: Literal["user", "assistant", "tool", "system"]
     content: str
@@ -113,29 +99,3 @@ class MessageRead(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     score: float | None = Field(default=None, description="searches only")
-
-
-def message_read(message: Message, score: float | None = None) -> MessageRead:
-    return MessageRead(
-        id=message.id,
-        role=message.role,
-        content=message.content,
-        turn_id=message.turn_id,  # type: ignore[arg-type]
-        created_at=message.created_at,
-        tool_calls=message.tool_calls,
-        tool_call_id=message.tool_call_id,
-        name=message.name,
-        score=score,
-    )
-
-
-def block_read(block: MemoryBlock) -> BlockRead:
-    return BlockRead(
-        label=block.label,
-        value=block.value,
-        limit=block.char_limit,
-        description=block.description,
-        read_only=block.read_only,
-        version=block.version,
-        updated_at=block.updated_at,
-    )

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from app.agents.schemas import AgentRead
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS
+from app.read_model import ReadModel
 
 FORMAT = "engram.agent"
 VERSION = 1
@@ -55,8 +56,9 @@ def _utc(moment: datetime) -> datetime:
 Instant = Annotated[datetime, AfterValidator(_utc)]
 
 
-class _Strict(BaseModel):
+class _Strict(ReadModel):
     # A field this version does not know is refused, naming it: a misspelt field must not vanish on import.
+    # Exports are made from rows (`Doc.of(row)`), imports from JSON.
     model_config = ConfigDict(extra="forbid")
 
 
@@ -71,7 +73,7 @@ class RevisionDoc(_Strict):
 class BlockDoc(_Strict):
     label: str = Field(pattern=LABEL_PATTERN)
     value: str
-    limit: int = Field(ge=1, le=MAX_BLOCK_LIMIT)
+    limit: int = Field(ge=1, le=MAX_BLOCK_LIMIT, validation_alias=AliasChoices("limit", "char_limit"))
     description: str | None = None
     read_only: bool = False
     version: int = Field(ge=1)

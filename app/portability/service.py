@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.service import agent_read, name_taken
+from app.agents.schemas import AgentRead
+from app.agents.service import name_taken
 from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
 from app.errors import Conflict, Unprocessable
@@ -41,87 +42,25 @@ async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, 
     blocks = await rows.blocks(agent.id)
     history: dict[uuid.UUID, list[RevisionDoc]] = defaultdict(list)
     for r in await rows.revisions([b.id for b in blocks]):
-        history[r.block_id].append(
-            RevisionDoc(version=r.version, value=r.value, source=r.source, turn_id=r.turn_id, created_at=r.created_at)  # type: ignore[arg-type]
-        )
+        history[r.block_id].append(RevisionDoc.of(r))
     events: dict[uuid.UUID, list[dict[str, Any]]] = defaultdict(list)
     for e in await rows.events(agent.id):
         events[e.turn_id].append(e.payload)
 
-    def vector(row: ArchivalPassage | Message) -> tuple[str | None, str | None]:
+    def vector(row: ArchivalPassage | Message) -> dict[str, str | None]:
         if not embeddings or row.embedding is None:
-            return None, None
-        return encode_vector(row.embedding), row.embedding_model
+            return {"embedding": None, "embedding_model": None}
+        return {"embedding": encode_vector(row.embedding), "embedding_model": row.embedding_model}
 
-    passages = []
-    for p in await rows.passages(agent.id):
-        embedding, model = vector(p)
-        passages.append(
-            PassageDoc(
-                id=p.id, content=p.content, tags=p.tags, created_at=p.created_at, embedding=embedding, embedding_model=model
-            )
-        )
-    messages = []
-    for m in await rows.messages(agent.id):
-        embedding, model = vector(m)
-        messages.append(
-            MessageDoc(
-                id=m.id,
-                turn_id=m.turn_id,
-                role=m.role,  # type: ignore[arg-type]
-                content=m.content,
-                tool_calls=m.tool_calls,
-                tool_call_id=m.tool_call_id,
-                name=m.name,
-                created_at=m.created_at,
-                embedding=embedding,
-                embedding_model=model,
-            )
-        )
     return AgentDocument(
         exported_at=utcnow(),
         embedding_model=embedder.model if embeddings else None,
         embedding_dim=embedder.dim if embeddings else None,
-        agent=AgentDoc(
-            id=agent.id,
-            name=agent.name,
-            system=agent.system,
-            model=agent.model,
-            summary=agent.summary,
-            context_start=await rows.messages_before(agent.id, agent.context_start_seq),
-            created_at=agent.created_at,
-            updated_at=agent.updated_at,
-        ),
-        blocks=[
-            BlockDoc(
-                label=b.label,
-                value=b.value,
-                limit=b.char_limit,
-                description=b.description,
-                read_only=b.read_only,
-                version=b.version,
-                updated_at=b.updated_at,
-                history=history[b.id],
-            )
-            for b in blocks
-        ],
-        passages=passages,
-        messages=messages,
-        turns=[
-            TurnDoc(
-                id=t.id,
-                status=t.status,
-                stop_reason=t.stop_reason,
-                message=t.message,
-                reply=t.reply,
-                usage=t.usage,
-                idempotency_key=t.idempotency_key,
-                created_at=t.created_at,
-                finished_at=t.finished_at,
-                events=events[t.id],
-            )
-            for t in await rows.turns(agent.id)
-        ],
+        agent=AgentDoc.of(agent, context_start=await rows.messages_before(agent.id, agent.context_start_seq)),
+        blocks=[BlockDoc.of(b, history=history[b.id]) for b in blocks],
+        passages=[PassageDoc.of(p, **vector(p)) for p in await rows.passages(agent.id)],
+        messages=[MessageDoc.of(m, **vector(m)) for m in await rows.messages(agent.id)],
+        turns=[TurnDoc.of(t, events=events[t.id]) for t in await rows.turns(agent.id)],
     )
 
 
@@ -274,7 +213,7 @@ async def import_document(
     agent.context_start_seq = (messages[start].seq if start < len(messages) else (messages[-1].seq or 0) + 1) if start else 0
     await rows.add(agent)
     return ImportResult(
-        agent=agent_read(agent, blocks),
+        agent=AgentRead.of(agent, blocks=blocks),
         source="letta" if report else "engram",
         blocks=len(blocks),
         revisions=len(revisions),
