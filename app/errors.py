@@ -4,6 +4,7 @@ OpenAI-compatible routes, where clients expect OpenAI's {"error": {"message", "t
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -145,11 +146,11 @@ def openai_error(status_code: int, code: str, detail: str) -> dict[str, Any]:
     return {"error": {"message": detail, "type": kind, "param": None, "code": code}}
 
 
-def _respond(request: Request, status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def _respond(request: Request, status_code: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> JSONResponse:
     return shaped_response(request.url.path, status_code, body, headers)
 
 
-def shaped_response(path: str, status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def shaped_response(path: str, status_code: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> JSONResponse:
     """An error body as the route's clients parse it: Engram's `{"error", "detail"}`, or OpenAI's on its routes."""
     if path.startswith(OPENAI_SHAPED_PATHS):
         # OpenAI answers invalid input with 400 (its SDKs raise BadRequestError), not 422.

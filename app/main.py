@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
-from sqlalchemy import text
+from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
@@ -72,7 +72,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
     ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks()))
-    DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)  # type: ignore[attr-defined]  # QueuePool, not Pool
+    if isinstance(engine.pool, QueuePool):  # db.create_engine's: the gauge counts its checked-out connections
+        DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)
     try:
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
             yield

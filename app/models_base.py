@@ -4,9 +4,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, ForeignKey
+from sqlalchemy import Column, DateTime, ForeignKey, Table
 from sqlalchemy.dialects.postgresql import UUID
-from sqlmodel import Field
+from sqlalchemy.orm import QueryableAttribute, class_mapper
+from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
@@ -23,3 +24,22 @@ def timestamp_field(*, index: bool = False) -> Any:
 
 def agent_fk() -> Any:
     return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True))
+
+
+# SQLModel types a table model's class attributes as their values (`Message.embedding: list[float] | None`);
+# `sqlmodel.col` makes one a column expression for where()/order_by(), and these two cover the rest.
+
+
+def orm_attribute(attribute: object) -> QueryableAttribute[Any]:
+    """A table model's class attribute as SQLAlchemy maps it, for loader options such as defer()."""
+    if not isinstance(attribute, QueryableAttribute):
+        raise TypeError(f"not a mapped attribute: {attribute!r}")
+    return attribute
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The table a table model is mapped to."""
+    table = class_mapper(model).local_table
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not mapped to a table")
+    return table

@@ -35,9 +35,11 @@ def encode_cursor(position: datetime | int, row_id: uuid.UUID) -> str:
 
 def decode_time_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     key, row_id = _decode(cursor)
+    if not isinstance(key, str):
+        raise Unprocessable("cursor is not valid here")
     try:
         return datetime.fromisoformat(key), row_id
-    except (TypeError, ValueError):
+    except ValueError:
         raise Unprocessable("cursor is not valid here") from None
 
 

@@ -6,7 +6,7 @@ from functools import cached_property
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
-from starlette.types import ASGIApp
+from starlette.applications import Starlette
 
 from app.auth.principal import Authenticator
 from app.chat.stream import TurnStreams
@@ -29,5 +29,5 @@ class Runtime:
         return Quotas(self.sessions, Limits.from_settings(self.settings))
 
 
-def runtime(app: ASGIApp) -> Runtime:
-    return app.state.runtime  # type: ignore[attr-defined]
+def runtime(app: Starlette) -> Runtime:
+    return app.state.runtime

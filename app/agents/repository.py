@@ -3,6 +3,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import and_, delete, or_, select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
@@ -14,19 +15,19 @@ class AgentRepository:
 
     async def get(self, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None, for_update: bool = False) -> Agent | None:
         """tenant_id: only an agent of this tenant (None: any, for internal callers that hold a checked id)."""
-        query = select(Agent).where(Agent.id == agent_id)
+        query = select(Agent).where(col(Agent.id) == agent_id)
         if tenant_id is not None:
-            query = query.where(Agent.tenant_id == tenant_id)
+            query = query.where(col(Agent.tenant_id) == tenant_id)
         if for_update:
             query = query.with_for_update()
         return (await self.session.scalars(query)).first()
 
     async def named(self, tenant_id: uuid.UUID, name: str) -> Sequence[Agent]:
-        query = select(Agent).where(Agent.tenant_id == tenant_id, Agent.name == name)
-        return (await self.session.scalars(query.order_by(Agent.created_at, Agent.id).limit(2))).all()
+        query = select(Agent).where(col(Agent.tenant_id) == tenant_id, col(Agent.name) == name)
+        return (await self.session.scalars(query.order_by(col(Agent.created_at), col(Agent.id)).limit(2))).all()
 
     async def every(self, tenant_id: uuid.UUID) -> Sequence[Agent]:
-        query = select(Agent).where(Agent.tenant_id == tenant_id).order_by(Agent.created_at, Agent.id)
+        query = select(Agent).where(col(Agent.tenant_id) == tenant_id).order_by(col(Agent.created_at), col(Agent.id))
         return (await self.session.scalars(query)).all()
 
     async def add(self, agent: Agent) -> Agent:
@@ -35,12 +36,14 @@ class AgentRepository:
         return agent
 
     async def delete(self, agent_id: uuid.UUID) -> None:
-        await self.session.execute(delete(Agent).where(Agent.id == agent_id))
+        await self.session.execute(delete(Agent).where(col(Agent.id) == agent_id))
 
     async def page(self, tenant_id: uuid.UUID, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:
         """Oldest first; after_key is the (created_at, id) of the last agent of the previous page."""
-        query = select(Agent).where(Agent.tenant_id == tenant_id)
+        query = select(Agent).where(col(Agent.tenant_id) == tenant_id)
         if after_key:
             created, row_id = after_key
-            query = query.where(or_(Agent.created_at > created, and_(Agent.created_at == created, Agent.id > row_id)))
-        return (await self.session.scalars(query.order_by(Agent.created_at, Agent.id).limit(limit))).all()
+            query = query.where(
+                or_(col(Agent.created_at) > created, and_(col(Agent.created_at) == created, col(Agent.id) > row_id))
+            )
+        return (await self.session.scalars(query.order_by(col(Agent.created_at), col(Agent.id)).limit(limit))).all()

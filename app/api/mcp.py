@@ -42,6 +42,7 @@ from app.memory.schemas import (
     PassageRead,
 )
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
+from app.read_model import ReadModel
 from app.runtime import Runtime, runtime
 
 INSTRUCTIONS = """Engram gives AI agents long-term memory. Each agent has three memories: core memory (a few short,
@@ -73,7 +74,7 @@ Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="the block's lab
 Query = Annotated[str, Field(min_length=1, max_length=2000, description="what to look for, in any language")]
 K = Annotated[int, Field(ge=1, le=100, description="at most this many results")]
 
-READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 class AgentSummary(BaseModel):
@@ -94,7 +95,7 @@ class PassageList(BaseModel):
     passages: list[PassageRead]
 
 
-class ConversationHit(BaseModel):
+class ConversationHit(ReadModel):
     role: Literal["user", "assistant", "tool", "system"]
     content: str
     created_at: datetime
@@ -163,7 +164,9 @@ def build_server(
         async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
             return CoreMemoryBlocks(blocks=[BlockRead.of(b) for b in await CoreMemory(session).blocks_of(agent.id)])
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False))
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+    )
     async def edit_core_memory_block(
         agent_id: AgentId,
         label: Label,
@@ -190,7 +193,9 @@ def build_server(
             block, _ = await core.write(agent.id, label, value, source="api", expected_version=expected_version, limit=limit)
             return BlockRead.of(block)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False))
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    )
     async def insert_archival_memory(
         agent_id: AgentId,
         content: Annotated[str, Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the passage to store")],
@@ -233,14 +238,11 @@ def build_server(
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id) as (session, agent):
             hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, query, k=k)
-            return ConversationHits(
-                messages=[
-                    ConversationHit(role=m.role, content=m.content, created_at=m.created_at, turn_id=m.turn_id, score=h.score)
-                    for m, h in hits
-                ]
-            )
+            return ConversationHits(messages=[ConversationHit.of(m, score=h.score) for m, h in hits])
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=True))
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+    )
     async def chat_with_agent(
         agent_id: AgentId,
         message: Annotated[str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="what the user says")],
@@ -305,6 +307,13 @@ def _caller_of_request(ctx: Context) -> Caller:
     return caller
 
 
+def _caller_of_lifespan(ctx: Context) -> Caller:
+    caller = ctx.request_context.lifespan_context
+    if not isinstance(caller, Caller):  # cannot happen: stdio_mcp_server's lifespan yields the caller
+        raise RuntimeError("the MCP server's lifespan gave no caller")
+    return caller
+
+
 class McpEndpoint:
     """The ASGI app at `/mcp`: authenticates the request as every route does (an Engram error response, 401/403,
     before MCP runs), then hands it to the SDK's streamable HTTP session manager. `running()` must be entered in the
@@ -352,7 +361,7 @@ def stdio_mcp_server(started: Callable[[], AbstractAsyncContextManager[Runtime]]
             log.info("MCP over stdio, acting for tenant %s", principal.tenant_id)
             yield Caller(state, principal)
 
-    return build_server(lambda ctx: ctx.request_context.lifespan_context, lifespan=lifespan)
+    return build_server(_caller_of_lifespan, lifespan=lifespan)
 
 
 async def _stdio_principal(state: Runtime, key: str | None) -> Principal:

@@ -85,9 +85,7 @@ async def put_core_memory_block(
 async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemoryDep) -> Page[RevisionRead]:
     """Every revision of a block, newest first, with who made it (agent or api) and in which turn."""
     revisions = await core.history(agent.id, label)
-    return Page[RevisionRead](
-        items=[RevisionRead.of(r) for r in revisions]  # type: ignore[arg-type]
-    )
+    return Page[RevisionRead](items=[RevisionRead.of(r) for r in revisions])
 
 
 @router.post(

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sqlalchemy import exists, select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.auth.models import ApiKey, Tenant
@@ -58,7 +59,7 @@ class KeyRepository:
         return tenant
 
     async def tenants(self) -> Sequence[Tenant]:
-        return (await self.session.scalars(select(Tenant).order_by(Tenant.created_at))).all()
+        return (await self.session.scalars(select(Tenant).order_by(col(Tenant.created_at)))).all()
 
     async def tenant(self, tenant_id: uuid.UUID) -> Tenant:
         tenant = await self.session.get(Tenant, tenant_id)
@@ -76,7 +77,7 @@ class KeyRepository:
         return IssuedKey(record, key)
 
     async def keys(self, tenant_id: uuid.UUID) -> Sequence[ApiKey]:
-        query = select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.created_at)
+        query = select(ApiKey).where(col(ApiKey.tenant_id) == tenant_id).order_by(col(ApiKey.created_at))
         return (await self.session.scalars(query)).all()
 
     async def key(self, key_id: uuid.UUID) -> ApiKey:
@@ -101,8 +102,8 @@ class KeyRepository:
         return record
 
     async def active(self, key: str) -> ApiKey | None:
-        query = select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))  # type: ignore[union-attr]
+        query = select(ApiKey).where(col(ApiKey.key_hash) == hash_key(key), col(ApiKey.revoked_at).is_(None))
         return (await self.session.scalars(query)).first()
 
     async def any_active(self) -> bool:
-        return bool(await self.session.scalar(select(exists().where(ApiKey.revoked_at.is_(None)))))  # type: ignore[union-attr]
+        return bool(await self.session.scalar(exists().where(col(ApiKey.revoked_at).is_(None)).select()))

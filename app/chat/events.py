@@ -71,9 +71,12 @@ class TurnCompleted(_Event):
     usage: Usage
 
 
-class ErrorEvent(_Event):
+class ErrorEvent(BaseModel):
+    # _Event's fields, in its order, but turn_id may be None: an error outside a turn (a bad WebSocket frame).
+    agent_id: uuid.UUID
+    turn_id: uuid.UUID | None
+    seq: int
     type: Literal["error"] = "error"
-    turn_id: uuid.UUID | None  # type: ignore[assignment]  # None for errors outside a turn (a bad WebSocket frame)
     code: str
     detail: str
 

@@ -51,7 +51,7 @@ def _serve(args: argparse.Namespace) -> None:
         ws_max_size=app.state.settings.max_request_bytes,  # a bigger frame is closed with 1009 before it is read
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=drain.requests_timeout,
+        timeout_graceful_shutdown=drain.requests_timeout,  # type: ignore[arg-type]  # uvicorn says int; asyncio.timeout() takes our float
     )
     DrainingServer(config, drain).run()
 
@@ -153,7 +153,7 @@ def _reembed(_: argparse.Namespace) -> None:
 
     from app import db
     from app.llm.embeddings import build_embedder
-    from app.memory.reembed import reembed
+    from app.memory.reembed import ReembedResult, reembed
     from app.settings import get_settings
 
     settings = get_settings()
@@ -171,7 +171,7 @@ def _reembed(_: argparse.Namespace) -> None:
         def advance(self, rows: int) -> None:
             self.bar.advance(self.task, rows)
 
-    async def run():  # type: ignore[no-untyped-def]
+    async def run() -> ReembedResult:
         engine = db.create_engine(url)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), TimeRemainingColumn())
         try:

@@ -53,7 +53,7 @@ class ChatModel(Protocol):
 
 
 class ChatLLM:
-    demo_model = None
+    demo_model: str | None = None
 
     def __init__(self, settings: Settings):
         self.default_model = settings.default_llm_model

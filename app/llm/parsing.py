@@ -57,7 +57,7 @@ def _from_json(body: str, known: Mapping[str, Sequence[str]]) -> list[TextToolCa
                 args = json.loads(args)
             except ValueError:
                 return []
-        if name not in known or not isinstance(args, dict):
+        if not isinstance(name, str) or name not in known or not isinstance(args, dict):
             return []
         calls.append(TextToolCall(name, args))
     return calls

@@ -34,10 +34,11 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Float, column, select, text
 from sqlalchemy.orm import defer
-from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.memory.models import ArchivalPassage, Message
 from app.metrics import SEARCH_SECONDS
+from app.models_base import orm_attribute, table_of
 
 CANDIDATES_PER_LIST = 100
 # Agents with fewer documents than this are searched by an exact scan of their rows instead of the HNSW index.
@@ -60,7 +61,7 @@ REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longe
 QUESTION_PATTERN = r"[?？]\s*$"
 
 Mode = Literal["hybrid", "vector", "text"]
-Row = TypeVar("Row", bound=SQLModel)
+Row = TypeVar("Row", ArchivalPassage, Message)
 
 
 @dataclass
@@ -265,10 +266,10 @@ def search_statement(
     if before:
         where.append("created_at < :before")
         params["before"] = before
-    table = model.__tablename__  # type: ignore[attr-defined]
+    table = table_of(model)
     # Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows.
-    columns = ", ".join(f"t.{c.name}" for c in model.__table__.columns if c.name != "embedding")  # type: ignore[attr-defined]
-    return _sql(table, columns, " AND ".join(where), mode, sequence), params
+    columns = ", ".join(f"t.{c.name}" for c in table.columns if c.name != "embedding")
+    return _sql(table.name, columns, " AND ".join(where), mode, sequence), params
 
 
 async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.UUID, **search: Any) -> list[tuple[Row, Hit]]:
@@ -278,9 +279,9 @@ async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.
     # One round trip: the ranked rows come back whole, with their scores.
     query = (
         select(model, column("similarity", Float), column("score", Float))
-        .options(defer(model.embedding, raiseload=True))  # type: ignore[attr-defined]
+        .options(defer(orm_attribute(model.embedding), raiseload=True))
         .from_statement(text(sql))
     )
     found = (await session.execute(query, params)).all()
-    SEARCH_SECONDS.labels(model.__tablename__).observe(time.perf_counter() - started)  # type: ignore[attr-defined]
-    return [(row, Hit(row.id, score, similarity)) for row, similarity, score in found]  # type: ignore[attr-defined]
+    SEARCH_SECONDS.labels(table_of(model).name).observe(time.perf_counter() - started)
+    return [(row, Hit(row.id, score, similarity)) for row, similarity, score in found]

@@ -10,9 +10,9 @@ updating them row by row); a different dimension retypes the vector columns firs
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import text
+from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.llm.embeddings import Embedder
@@ -127,7 +127,7 @@ async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batc
         progress.advance(len(rows))
 
 
-def _text(table: str, row) -> str:  # type: ignore[no-untyped-def]
+def _text(table: str, row: Row[Any]) -> str:
     if table == "archival_passages":
         return row.content
     return Message(role="user", content=row.content, tool_calls=row.tool_calls).recall_text()

@@ -8,15 +8,17 @@ from datetime import datetime
 
 from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlalchemy.orm import defer
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Hit, Mode, hybrid_search
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.models_base import orm_attribute
 
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 # objects is most of the cost of loading a context's messages. Reading one by accident raises.
-NO_PASSAGE_VECTOR = defer(ArchivalPassage.embedding, raiseload=True)  # type: ignore[arg-type]
-NO_MESSAGE_VECTOR = defer(Message.embedding, raiseload=True)  # type: ignore[arg-type]
+NO_PASSAGE_VECTOR = defer(orm_attribute(ArchivalPassage.embedding), raiseload=True)
+NO_MESSAGE_VECTOR = defer(orm_attribute(Message.embedding), raiseload=True)
 
 
 class BlockRepository:
@@ -25,18 +27,18 @@ class BlockRepository:
 
     async def of_agents(self, agent_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[MemoryBlock]]:
         """The blocks of several agents in one query, by agent, each list ordered by label."""
-        query = select(MemoryBlock).where(MemoryBlock.agent_id.in_(agent_ids)).order_by(MemoryBlock.label)
+        query = select(MemoryBlock).where(col(MemoryBlock.agent_id).in_(agent_ids)).order_by(col(MemoryBlock.label))
         by_agent: dict[uuid.UUID, list[MemoryBlock]] = {agent_id: [] for agent_id in agent_ids}
         for block in (await self.session.scalars(query)).all():
             by_agent[block.agent_id].append(block)
         return by_agent
 
     async def of_agent(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
-        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id).order_by(MemoryBlock.label)
+        query = select(MemoryBlock).where(col(MemoryBlock.agent_id) == agent_id).order_by(col(MemoryBlock.label))
         return (await self.session.scalars(query)).all()
 
     async def get(self, agent_id: uuid.UUID, label: str, *, for_update: bool = False) -> MemoryBlock | None:
-        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id, MemoryBlock.label == label)
+        query = select(MemoryBlock).where(col(MemoryBlock.agent_id) == agent_id, col(MemoryBlock.label) == label)
         if for_update:
             # populate_existing: a row read earlier in this session must not hide a newer committed version.
             query = query.with_for_update().execution_options(populate_existing=True)
@@ -54,8 +56,8 @@ class BlockRepository:
     async def history(self, block_id: uuid.UUID) -> Sequence[MemoryBlockRevision]:
         query = (
             select(MemoryBlockRevision)
-            .where(MemoryBlockRevision.block_id == block_id)
-            .order_by(MemoryBlockRevision.version.desc())
+            .where(col(MemoryBlockRevision.block_id) == block_id)
+            .order_by(col(MemoryBlockRevision.version).desc())
         )
         return (await self.session.scalars(query)).all()
 
@@ -100,7 +102,7 @@ class PassageRepository:
             return [[] for _ in vectors]
         found = (
             await self.session.scalars(
-                select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(ArchivalPassage.id.in_({r.id for r in rows}))
+                select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.id).in_({r.id for r in rows}))
             )
         ).all()
         by_id = {p.id: p for p in found}
@@ -113,13 +115,13 @@ class PassageRepository:
         query = (
             select(ArchivalPassage)
             .options(NO_PASSAGE_VECTOR)
-            .where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
         )
         return (await self.session.scalars(query)).first()
 
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
-        result = await self.session.execute(
-            delete(ArchivalPassage).where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.id == passage_id)
+        result = await self.session.exec(
+            delete(ArchivalPassage).where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
         )
         return bool(result.rowcount)
 
@@ -134,21 +136,22 @@ class PassageRepository:
         before: datetime | None = None,
     ) -> Sequence[ArchivalPassage]:
         """Newest first; after_key is the (created_at, id) of the last row of the previous page."""
-        query = select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(ArchivalPassage.agent_id == agent_id)
+        query = select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.agent_id) == agent_id)
         if tags:
-            query = query.where(ArchivalPassage.tags.contains(tags))
+            query = query.where(col(ArchivalPassage.tags).contains(tags))
         if after:
-            query = query.where(ArchivalPassage.created_at > after)
+            query = query.where(col(ArchivalPassage.created_at) > after)
         if before:
-            query = query.where(ArchivalPassage.created_at < before)
+            query = query.where(col(ArchivalPassage.created_at) < before)
         if after_key:
             created, row_id = after_key
             query = query.where(
                 or_(
-                    ArchivalPassage.created_at < created, and_(ArchivalPassage.created_at == created, ArchivalPassage.id < row_id)
+                    col(ArchivalPassage.created_at) < created,
+                    and_(col(ArchivalPassage.created_at) == created, col(ArchivalPassage.id) < row_id),
                 )
             )
-        query = query.order_by(ArchivalPassage.created_at.desc(), ArchivalPassage.id.desc()).limit(limit)
+        query = query.order_by(col(ArchivalPassage.created_at).desc(), col(ArchivalPassage.id).desc()).limit(limit)
         return (await self.session.scalars(query)).all()
 
     async def hybrid_search(
@@ -193,7 +196,7 @@ class MessageRepository:
         """Store a message's vector, unless `engram reembed` has given it one of another model meanwhile."""
         query = (
             update(Message)
-            .where(Message.id == message_id, Message.embedding_model.is_(None))  # type: ignore[union-attr,arg-type]
+            .where(col(Message.id) == message_id, col(Message.embedding_model).is_(None))
             .values(embedding=embedding, embedding_model=model)
         )
         await self.session.execute(query)
@@ -204,20 +207,20 @@ class MessageRepository:
             select(Message)
             .options(NO_MESSAGE_VECTOR)
             .where(
-                Message.embedding_model.is_(None),  # type: ignore[union-attr]
-                Message.role.in_(("user", "assistant")),  # type: ignore[attr-defined]
-                Message.search_text != "",
-                Message.created_at < settled_before,
+                col(Message.embedding_model).is_(None),
+                col(Message.role).in_(("user", "assistant")),
+                col(Message.search_text) != "",
+                col(Message.created_at) < settled_before,
             )
-            .order_by(Message.created_at)
+            .order_by(col(Message.created_at))
             .limit(limit)
         )
         return (await self.session.scalars(query)).all()
 
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
         """Messages with seq >= from_seq, oldest first."""
-        query = select(Message).options(NO_MESSAGE_VECTOR).where(Message.agent_id == agent_id, Message.seq >= from_seq)
-        return list((await self.session.scalars(query.order_by(Message.seq))).all())
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(col(Message.agent_id) == agent_id, col(Message.seq) >= from_seq)
+        return list((await self.session.scalars(query.order_by(col(Message.seq)))).all())
 
     async def newest(
         self,
@@ -229,14 +232,14 @@ class MessageRepository:
         before: datetime | None = None,
     ) -> Sequence[Message]:
         """Newest first; before_seq is the seq of the last message of the previous page."""
-        query = select(Message).options(NO_MESSAGE_VECTOR).where(Message.agent_id == agent_id)
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(col(Message.agent_id) == agent_id)
         if before_seq is not None:
-            query = query.where(Message.seq < before_seq)
+            query = query.where(col(Message.seq) < before_seq)
         if after:
-            query = query.where(Message.created_at > after)
+            query = query.where(col(Message.created_at) > after)
         if before:
-            query = query.where(Message.created_at < before)
-        return (await self.session.scalars(query.order_by(Message.seq.desc()).limit(limit))).all()
+            query = query.where(col(Message.created_at) < before)
+        return (await self.session.scalars(query.order_by(col(Message.seq).desc()).limit(limit))).all()
 
     async def search(
         self,
@@ -265,5 +268,5 @@ class MessageRepository:
         )
 
     async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:
-        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < before_seq)
+        query = select(func.count()).select_from(Message).where(col(Message.agent_id) == agent_id, col(Message.seq) < before_seq)
         return int((await self.session.scalar(query)) or 0)

@@ -154,7 +154,8 @@ def _blocks(blocks: list[dict[str, Any]], created: datetime, report: Report) -> 
         label = _label(block.get("label") or block.get("name"), taken)
         if label != block.get("label"):
             report.notes.append(f"block {block.get('label')!r} is imported as {label!r} (labels are lower-case identifiers)")
-        limit = block.get("limit") if isinstance(block.get("limit"), int) and block["limit"] > 0 else DEFAULT_BLOCK_LIMIT
+        given = block.get("limit")
+        limit = given if isinstance(given, int) and given > 0 else DEFAULT_BLOCK_LIMIT
         limit = max(min(limit, MAX_BLOCK_LIMIT), len(value))  # never below what the block holds
         if limit > MAX_BLOCK_LIMIT:
             raise Unprocessable(f"block {label!r} holds {len(value)} characters, over Engram's {MAX_BLOCK_LIMIT} per block")
@@ -216,7 +217,9 @@ def _text(message: dict[str, Any]) -> str:
 def _tool_calls(message: dict[str, Any]) -> list[dict[str, Any]] | None:
     calls = []
     for call in _dicts(message.get("tool_calls")):
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function = call.get("function")
+        if not isinstance(function, dict):
+            function = call
         name = str(function.get("name") or "")
         arguments = function.get("arguments")
         if not isinstance(arguments, str):

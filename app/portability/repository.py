@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Sequence
 
 from sqlalchemy import func, select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
@@ -17,40 +18,40 @@ class PortabilityRepository:
         self.session = session
 
     async def blocks(self, agent_id: uuid.UUID) -> Sequence[MemoryBlock]:
-        query = select(MemoryBlock).where(MemoryBlock.agent_id == agent_id).order_by(MemoryBlock.label)
+        query = select(MemoryBlock).where(col(MemoryBlock.agent_id) == agent_id).order_by(col(MemoryBlock.label))
         return (await self.session.scalars(query)).all()
 
     async def revisions(self, block_ids: Sequence[uuid.UUID]) -> Sequence[MemoryBlockRevision]:
         """Oldest first within each block."""
         query = (
             select(MemoryBlockRevision)
-            .where(MemoryBlockRevision.block_id.in_(block_ids))
-            .order_by(MemoryBlockRevision.block_id, MemoryBlockRevision.version)
+            .where(col(MemoryBlockRevision.block_id).in_(block_ids))
+            .order_by(col(MemoryBlockRevision.block_id), col(MemoryBlockRevision.version))
         )
         return (await self.session.scalars(query)).all()
 
     async def passages(self, agent_id: uuid.UUID) -> Sequence[ArchivalPassage]:
         query = (
             select(ArchivalPassage)
-            .where(ArchivalPassage.agent_id == agent_id)
-            .order_by(ArchivalPassage.created_at, ArchivalPassage.id)
+            .where(col(ArchivalPassage.agent_id) == agent_id)
+            .order_by(col(ArchivalPassage.created_at), col(ArchivalPassage.id))
         )
         return (await self.session.scalars(query)).all()
 
     async def messages(self, agent_id: uuid.UUID) -> Sequence[Message]:
-        query = select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)
+        query = select(Message).where(col(Message.agent_id) == agent_id).order_by(col(Message.seq))
         return (await self.session.scalars(query)).all()
 
     async def messages_before(self, agent_id: uuid.UUID, seq: int) -> int:
-        query = select(func.count()).select_from(Message).where(Message.agent_id == agent_id, Message.seq < seq)
+        query = select(func.count()).select_from(Message).where(col(Message.agent_id) == agent_id, col(Message.seq) < seq)
         return int((await self.session.scalar(query)) or 0)
 
     async def turns(self, agent_id: uuid.UUID) -> Sequence[Turn]:
-        query = select(Turn).where(Turn.agent_id == agent_id).order_by(Turn.created_at, Turn.id)
+        query = select(Turn).where(col(Turn.agent_id) == agent_id).order_by(col(Turn.created_at), col(Turn.id))
         return (await self.session.scalars(query)).all()
 
     async def events(self, agent_id: uuid.UUID) -> Sequence[TurnEvent]:
-        query = select(TurnEvent).where(TurnEvent.agent_id == agent_id).order_by(TurnEvent.turn_id, TurnEvent.seq)
+        query = select(TurnEvent).where(col(TurnEvent.agent_id) == agent_id).order_by(col(TurnEvent.turn_id), col(TurnEvent.seq))
         return (await self.session.scalars(query)).all()
 
     async def add(self, agent: Agent) -> Agent:

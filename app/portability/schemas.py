@@ -9,7 +9,7 @@ import base64
 import binascii
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -18,8 +18,8 @@ from app.agents.schemas import AgentRead
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS
 from app.read_model import ReadModel
 
-FORMAT = "engram.agent"
-VERSION = 1
+FORMAT: Final = "engram.agent"
+VERSION: Final = 1
 
 
 def encode_vector(vector: Any) -> str:

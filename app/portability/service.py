@@ -209,8 +209,7 @@ async def import_document(
         for m, vector in zip(document.messages, message_vectors, strict=True)
     ]
     await rows.add_all([*revisions, *events, *passages, *messages])
-    start = source.context_start
-    agent.context_start_seq = (messages[start].seq if start < len(messages) else (messages[-1].seq or 0) + 1) if start else 0
+    agent.context_start_seq = _context_start_seq(messages, source.context_start)
     await rows.add(agent)
     return ImportResult(
         agent=AgentRead.of(agent, blocks=blocks),
@@ -225,6 +224,21 @@ async def import_document(
         mapped_tools=report.mapped_tools if report else {},
         notes=report.notes if report else [],
     )
+
+
+def _context_start_seq(messages: list[Message], start: int) -> int:
+    """The seq from which the imported messages are in context, `start` of them (in order) having left it."""
+    if not start:
+        return 0
+    if start < len(messages):
+        return _flushed_seq(messages[start])
+    return _flushed_seq(messages[-1]) + 1
+
+
+def _flushed_seq(message: Message) -> int:
+    if message.seq is None:  # the flush gives every message its seq (an identity column)
+        raise RuntimeError("a message has no seq before it is flushed")
+    return message.seq
 
 
 def _message(

@@ -3,8 +3,9 @@
 import uuid
 from datetime import datetime
 
-from sqlalchemy import and_, delete, literal_column, or_, select
+from sqlalchemy import Boolean, and_, delete, literal_column, or_, select
 from sqlalchemy.dialects.postgresql import insert
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.quotas.models import QuotaCounter
@@ -27,10 +28,10 @@ class CounterRepository:
             .values(**row, used=amount)
             .on_conflict_do_update(
                 index_elements=list(_KEY),
-                set_={"used": QuotaCounter.used + amount},
-                where=None if limit is None else QuotaCounter.used < limit,  # type: ignore[operator]
+                set_={"used": col(QuotaCounter.used) + amount},
+                where=None if limit is None else col(QuotaCounter.used) < limit,
             )
-            .returning(QuotaCounter.used, literal_column("xmax = 0"))  # xmax = 0: the row was inserted
+            .returning(col(QuotaCounter.used), literal_column("xmax = 0", Boolean))  # xmax = 0: the row was inserted
         )
         result = (await self.session.execute(statement)).first()
         if result is None:
@@ -39,25 +40,25 @@ class CounterRepository:
         if inserted:  # a new window: this subject's older ones of the metric are done with
             await self.session.execute(
                 delete(QuotaCounter).where(
-                    QuotaCounter.scope == scope,  # type: ignore[arg-type]
-                    QuotaCounter.subject_id == subject_id,  # type: ignore[arg-type]
-                    QuotaCounter.metric == metric,  # type: ignore[arg-type]
-                    QuotaCounter.window_start < window_start,  # type: ignore[arg-type]
+                    col(QuotaCounter.scope) == scope,
+                    col(QuotaCounter.subject_id) == subject_id,
+                    col(QuotaCounter.metric) == metric,
+                    col(QuotaCounter.window_start) < window_start,
                 )
             )
         return int(used)
 
     async def used(self, scope: str, subject_id: uuid.UUID, metric: str, window_start: datetime) -> int:
-        query = select(QuotaCounter.used).where(
-            QuotaCounter.scope == scope,  # type: ignore[arg-type]
-            QuotaCounter.subject_id == subject_id,  # type: ignore[arg-type]
-            QuotaCounter.metric == metric,  # type: ignore[arg-type]
-            QuotaCounter.window_start == window_start,  # type: ignore[arg-type]
+        query = select(col(QuotaCounter.used)).where(
+            col(QuotaCounter.scope) == scope,
+            col(QuotaCounter.subject_id) == subject_id,
+            col(QuotaCounter.metric) == metric,
+            col(QuotaCounter.window_start) == window_start,
         )
         return int(await self.session.scalar(query) or 0)
 
     async def tenants_in(self, windows: dict[str, datetime]) -> dict[tuple[uuid.UUID, str], int]:
         """Every tenant's count of each metric in that metric's given window."""
-        current = or_(*(and_(QuotaCounter.metric == m, QuotaCounter.window_start == w) for m, w in windows.items()))  # type: ignore[arg-type]
-        query = select(QuotaCounter).where(QuotaCounter.scope == "tenant", current)  # type: ignore[arg-type]
+        current = or_(*(and_(col(QuotaCounter.metric) == m, col(QuotaCounter.window_start) == w) for m, w in windows.items()))
+        query = select(QuotaCounter).where(col(QuotaCounter.scope) == "tenant", current)
         return {(r.subject_id, r.metric): r.used for r in (await self.session.scalars(query)).all()}
