@@ -1,4 +1,6 @@
-"""Column helpers shared by the table models of every domain."""
+"""Column helpers shared by the table models of every domain, and typed access to their SQLAlchemy side: SQLModel
+types a model's class attributes as their values (`Message.embedding: list[float] | None`). `sqlmodel.col` makes
+one a column expression for where()/order_by(); `orm_attribute` and `table_of` cover the rest."""
 
 import uuid
 from datetime import UTC, datetime
@@ -24,10 +26,6 @@ def timestamp_field(*, index: bool = False) -> Any:
 
 def agent_fk() -> Any:
     return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True))
-
-
-# SQLModel types a table model's class attributes as their values (`Message.embedding: list[float] | None`);
-# `sqlmodel.col` makes one a column expression for where()/order_by(), and these two cover the rest.
 
 
 def orm_attribute(attribute: object) -> QueryableAttribute[Any]:
