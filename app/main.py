@@ -71,7 +71,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
-    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks()))
+    loop = asyncio.get_running_loop()  # /metrics may be read from another thread (a sync route, a test)
+    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
     DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)  # type: ignore[attr-defined]  # QueuePool, not Pool
     try:
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs

@@ -75,6 +75,7 @@ def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the
     finally:
         stop_service(process)
 
+    print(f"drain under load: {TURNS} turns in flight + 2 searchers, exit {exited_after:.1f} s after SIGTERM")
     assert exited_after <= GRACE_SECONDS, f"exit took {exited_after:.1f} s after SIGTERM"
     assert [a.status_code for a in answers] == [200] * TURNS, [a.text for a in answers if a.status_code != 200]
     with running_service(env) as base:  # what the turns stored outlives the process
