@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 from app.chat.events import Event
-from app.chat.hub import EventHub
 from app.chat.runner import TurnResult, TurnRunner
 from app.chat.service import tokens_used
-from app.chat.tasks import BackgroundTasks
+from app.delivery.hub import EventHub
+from app.detached import DetachedTasks
 from app.quotas.service import Meter
 
 log = logging.getLogger("engram.quotas")
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, tasks: BackgroundTasks[TurnResult], hub: EventHub):
+    def __init__(self, runner: TurnRunner, tasks: DetachedTasks[TurnResult], hub: EventHub):
         self.runner = runner
         self.tasks = tasks
         self.hub = hub
