@@ -21,8 +21,8 @@ from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import EmbeddingSpaceMismatch, stored_dim
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import checked_client, create_database
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 
 def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
