@@ -1,8 +1,8 @@
-"""The one way turn events reach clients. The runner publishes each event to the EventHub once its transaction has
-committed (other replicas' events arrive there through the relay); `POST …/chat` collects a turn's events from
-the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent. A new event type or
-stop reason therefore needs no change here or in the router. A turn started with a quota Meter is admitted by it
-first (a refusal raises as any other) and its tokens are counted once it has ended."""
+"""The one way turn events reach clients. The runner's events reach the EventHub once their transaction has
+committed (through relay.Broadcast; other replicas' events arrive there through the relay); `POST …/chat` collects
+a turn's events from the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent.
+A new event type or stop reason therefore needs no change here or in the router. A turn started with a quota Meter
+is admitted by it first (a refusal raises as any other) and its tokens are counted once it has ended."""
 
 import asyncio
 import logging
