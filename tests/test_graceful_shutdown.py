@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from testkit.scripted_llm import ScriptedLLM, call, slow, tools
+from testkit.service_process import running_service, start_service, stop_service
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, call, slow, tools
-from tests.service_process import running_service, start_service, stop_service
 
 TURNS = 8
 LLM_SECONDS = 3.0  # each turn's LLM answer arrives this long after the request
