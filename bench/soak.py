@@ -10,7 +10,12 @@ Printed: one row per tenth of the run (turns/s, turn p50/p95, the gauges at its 
 after warm-up (the first tenth), RSS within +10 %, connections, open files and tasks flat, and the last minute's
 p95 turn latency within +20 % of the first minute after warm-up.
 
-    python bench/soak.py --turns 20000      # about an hour on 2 cores
+The agents' context window is --context-tokens (4,000 by default, not the service's 32,000): a prompt grows with
+every turn until the window is full and eviction starts, and the soak looks for growth beyond that bound. With
+4,000 tokens every agent's context is full within the warm-up and eviction (with its summary call) runs every few
+turns all through the run; with 32,000 the first ~3,000 turns of 8 clients are a ramp of ever longer prompts.
+
+    python -m bench.soak --turns 20000      # about an hour on 2 cores
 """
 
 import argparse
@@ -18,21 +23,17 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import numpy as np
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.retrieval_sets import LOCOMO, locomo  # noqa: E402
-from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
-from tests.service_process import start_service, stop_service  # noqa: E402
+from bench.retrieval_sets import LOCOMO, locomo
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import start_service, stop_service
 
 GAUGES = {
     "rss_mib": ("process_resident_memory_bytes", 1 / 2**20),
@@ -186,6 +187,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--passages", type=int, default=100, help="archival passages per agent")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
+    parser.add_argument("--context-tokens", type=int, default=4000, help="the agents' context window (see above)")
     args = parser.parse_args()
     llm = ScriptedLLM().start()
     llm.reset(fallback=tools(call("send_message", text="Noted.")))
@@ -194,6 +196,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="engram-soak-") as data_dir:
             env = {
                 "ENGRAM_DATA_DIR": data_dir,
+                "ENGRAM_CONTEXT_WINDOW_TOKENS": str(args.context_tokens),
                 "OPENAI_BASE_URL": llm.url,
                 "OPENAI_API_KEY": "bench",
                 "ENGRAM_LLM_MODEL": "scripted",

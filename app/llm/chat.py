@@ -13,6 +13,7 @@ from openai import (
     OpenAIError,
     RateLimitError,
 )
+from openai.types.chat import ChatCompletion
 
 from app.errors import LLMError
 from app.metrics import LLM_ERRORS, LLM_SECONDS
@@ -85,7 +86,9 @@ class ChatLLM:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(budget_seconds):
-                response = await self._client.chat.completions.create(**kwargs)
+                # Not chat.completions.create(): it walks the request through the SDK's TypedDict transform, ~160 ms
+                # of event-loop time for a 900-message context (measured); Engram's request is plain JSON already.
+                response = await self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
         except (APITimeoutError, TimeoutError) as exc:
             raise _failed("timeout", f"the LLM did not answer in time ({type(exc).__name__})", started) from exc
         except RateLimitError as exc:
@@ -100,9 +103,9 @@ class ChatLLM:
         message = response.choices[0].message
         extra = message.model_extra or {}
         calls = [
-            ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "{}")
+            ToolCall(id=c.id or f"call_{i}", name=function.name, arguments=function.arguments or "{}")
             for i, c in enumerate(message.tool_calls or [])
-            if getattr(c, "function", None) is not None
+            if (function := getattr(c, "function", None)) is not None  # a custom tool call has none
         ]
         usage = response.usage
         return Completion(

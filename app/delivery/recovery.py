@@ -11,9 +11,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.chat.events import TurnCompleted, Usage
 from app.chat.locks import lock_key
 from app.chat.message_vectors import MessageVectors
-from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
+from app.delivery.relay import announce
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.recovery")
