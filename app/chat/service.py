@@ -11,8 +11,8 @@ from app.chat.events import Usage
 from app.chat.repository import TurnRepository
 from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
 from app.errors import NotFound
-from app.memory.repository import MessageRepository
 from app.memory.schemas import MessageRead
+from app.memory.service import MessageLog
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -39,7 +39,7 @@ async def context_read(session: AsyncSession, agent: Agent, settings: Settings) 
         system_prompt=view.system,
         summary=agent.summary,
         messages=[MessageRead.of(m) for m in view.messages],
-        messages_out_of_context=await MessageRepository(session).count(agent.id, before_seq=agent.context_start_seq),
+        messages_out_of_context=await MessageLog(session).count_before(agent.id, agent.context_start_seq),
         tokens=ContextTokensRead(
             **asdict(view.tokens),
             warn_at=int(settings.context_warn_fraction * window),
