@@ -26,9 +26,9 @@ from starlette.types import Receive, Scope, Send
 
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
-from app.api.deps import count_request, quota_meter
+from app.api.deps import authenticate_connection, count_request, quota_meter
 from app.auth.models import DEFAULT_TENANT_ID
-from app.auth.principal import Forbidden, Principal, Unauthorized, presented_key, require_tenant
+from app.auth.principal import Forbidden, Principal, Unauthorized, require_tenant
 from app.chat.events import StopReason
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.db import transaction
@@ -37,6 +37,7 @@ from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,
     MAX_PASSAGE_CHARS,
+    MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
     PassageRead,
@@ -70,7 +71,7 @@ CallerOf = Callable[[Context], Caller]
 
 AgentId = Annotated[uuid.UUID, Field(description="the agent's id (from list_agents)")]
 Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="the block's label, e.g. `human` or `persona`")]
-Query = Annotated[str, Field(min_length=1, max_length=2000, description="what to look for, in any language")]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for, in any language")]
 K = Annotated[int, Field(ge=1, le=100, description="at most this many results")]
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
@@ -327,9 +328,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         state = runtime(request.app)
-        key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
-        client = request.client.host if request.client else None
-        principal = require_tenant(await state.authenticator.authenticate(key, client))
+        principal = require_tenant(await authenticate_connection(request))
         if not await state.authenticator.keys_configured() and await _LOOPBACK_ONLY.validate_request(request) is not None:
             raise Forbidden("without API keys, /mcp answers only requests addressed to a loopback host (127.0.0.1, localhost)")
         await count_request(request, principal)
