@@ -24,6 +24,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from app import __version__
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
 from app.api.deps import authenticate_connection, count_request, quota_meter
@@ -141,7 +142,7 @@ def build_server(
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        server: MCPServer = MCPServer("engram", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
+        server: MCPServer = MCPServer("engram", instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan)
     finally:  # MCPServer() calls logging.basicConfig (a handler and INFO on the root logger): logging stays Engram's
         root.handlers[:] = handlers
         root.setLevel(level)
