@@ -13,19 +13,20 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__, db
-from app.api import agents, chat, console, mcp, memory, openai_compat, portability, tenants
+from app.api import agents, chat, console, memory, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
-from app.chat.hub import EventHub
-from app.chat.recovery import interrupt_orphaned_turns, sweep
-from app.chat.relay import EventRelay
 from app.chat.runner import TurnResult, TurnRunner
-from app.chat.stream import TurnStreams
-from app.chat.tasks import BackgroundTasks
+from app.delivery.hub import EventHub
+from app.delivery.recovery import interrupt_orphaned_turns, sweep
+from app.delivery.relay import Broadcast, EventRelay
+from app.delivery.stream import TurnStreams
+from app.detached import DetachedTasks
 from app.draining import LIFESPAN_RESERVE_SECONDS, RETRY_AFTER_SECONDS, Drain, DrainGate
 from app.errors import DATABASE_RETRY_AFTER_SECONDS, install_error_handlers
 from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
+from app.mcp_server.http import McpEndpoint
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE, metrics_endpoint
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
@@ -66,12 +67,15 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     origin = uuid.uuid4()
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
-    turn_tasks: BackgroundTasks[TurnResult] = BackgroundTasks()
-    runner = TurnRunner(engine=engine, sessions=sessions, embedder=embedder, llm=llm, hub=hub, settings=settings, origin=origin)
+    turn_tasks: DetachedTasks[TurnResult] = DetachedTasks()
+    runner = TurnRunner(
+        engine=engine, sessions=sessions, embedder=embedder, llm=llm, outlet=Broadcast(hub, origin), settings=settings
+    )
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
-    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks()))
+    loop = asyncio.get_running_loop()  # /metrics may be read from another thread (a sync route, a test)
+    ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
     DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)  # type: ignore[attr-defined]  # QueuePool, not Pool
     try:
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
@@ -101,7 +105,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
     app.add_middleware(QuotaHeadersMiddleware)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
-    app.state.mcp = mcp.McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/api/mcp.py)
+    app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     for api in (agents, memory, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)

@@ -9,7 +9,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.types import ASGIApp
 
 from app.auth.principal import Authenticator
-from app.chat.stream import TurnStreams
+from app.delivery.stream import TurnStreams
 from app.llm.embeddings import Embedder
 from app.quotas.service import Limits, Quotas
 from app.settings import Settings

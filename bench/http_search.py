@@ -12,14 +12,13 @@ Printed: the figures and the ratios Engram / limit; then where Engram's time goe
 embedding alone, the raw query alone and the service's hybrid statement alone (same rows, same connection
 settings), and EXPLAIN ANALYZE of both statements for one question.
 
-    python bench/http_search.py --cache ~/.cache/engram-bench      # ~5 minutes once the cache is warm
+    python -m bench.http_search --cache ~/.cache/engram-bench      # ~5 minutes once the cache is warm
 """
 
 import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -30,19 +29,17 @@ import httpx
 import numpy as np
 from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app import db  # noqa: E402
-from app.llm.embeddings.providers import E5Embedder  # noqa: E402
-from app.memory import lexical  # noqa: E402
-from app.memory.hybrid import search_statement  # noqa: E402
-from app.memory.models import ArchivalPassage  # noqa: E402
-from app.settings import available_cpus  # noqa: E402
-from bench.embedding_cache import CachedEmbedder  # noqa: E402
-from bench.explain import explain  # noqa: E402
-from bench.retrieval import ingest, start_database  # noqa: E402
-from bench.retrieval_sets import LONGMEMEVAL, Corpus, longmemeval  # noqa: E402
-from tests.service_process import running_service  # noqa: E402
+from app import db
+from app.llm.embeddings.providers import E5Embedder
+from app.memory import lexical
+from app.memory.hybrid import search_statement
+from app.memory.models import ArchivalPassage
+from app.settings import available_cpus
+from bench.embedding_cache import CachedEmbedder
+from bench.explain import explain
+from bench.retrieval import ingest, start_database
+from bench.retrieval_sets import LONGMEMEVAL, Corpus, longmemeval
+from testkit.service_process import running_service
 
 CONCURRENCY = 8
 RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embedding <=> $2::vector LIMIT 10"

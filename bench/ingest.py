@@ -11,7 +11,7 @@ HTTP, on the same texts, in the same run.
 Texts: the first --texts turns of the LongMemEval_S dev slice ("role: content", first 2,000 characters, as in
 bench/retrieval.py). Run from the repository root in the virtualenv:
 
-    python bench/ingest.py                 # 512 texts, batches of 32 (about 5 minutes on 2 cores)
+    python -m bench.ingest                 # 512 texts, batches of 32 (about 5 minutes on 2 cores)
 """
 
 import argparse
@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,12 +26,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.llm.embeddings.providers import E5Embedder  # noqa: E402
-from app.settings import available_cpus  # noqa: E402
-from bench.retrieval_sets import LONGMEMEVAL, longmemeval  # noqa: E402
-from tests.service_process import running_service  # noqa: E402
+from app.llm.embeddings.providers import E5Embedder
+from app.settings import available_cpus
+from bench.retrieval_sets import LONGMEMEVAL, longmemeval
+from testkit.service_process import running_service
 
 
 def texts_of(path: Path, n: int) -> tuple[list[str], list[str]]:

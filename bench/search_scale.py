@@ -14,9 +14,9 @@ PassageRepository.hybrid_search, the code the service runs, query embedding excl
 EXPLAIN ANALYZE of one hybrid search per agent (planning, execution, the costliest plan nodes), and the overlap of the vector leg's top 10 with the
 exact top 10 (numpy over the same vectors).
 
-    python bench/search_scale.py                                    # ~15 minutes on 2 cores
-    python bench/search_scale.py --sizes 1000 5000 --agents 0
-    python bench/search_scale.py --sizes --agents 1000 --per-agent 1000
+    python -m bench.search_scale                                    # ~15 minutes on 2 cores
+    python -m bench.search_scale --sizes 1000 5000 --agents 0
+    python -m bench.search_scale --sizes --agents 1000 --per-agent 1000
 """
 
 import argparse
@@ -34,16 +34,14 @@ from types import ModuleType
 import numpy as np
 from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app import db  # noqa: E402
-from app.agents.models import Agent  # noqa: E402
-from app.auth.models import DEFAULT_TENANT_ID  # noqa: E402
-from app.memory.hybrid import search_statement  # noqa: E402
-from app.memory.models import ArchivalPassage  # noqa: E402
-from app.memory.repository import PassageRepository  # noqa: E402
-from bench.explain import explain  # noqa: E402
-from bench.retrieval import start_database  # noqa: E402
+from app import db
+from app.agents.models import Agent
+from app.auth.models import DEFAULT_TENANT_ID
+from app.memory.hybrid import search_statement
+from app.memory.models import ArchivalPassage
+from app.memory.repository import PassageRepository
+from bench.explain import explain
+from bench.retrieval import start_database
 
 DIM = 384
 VOCABULARY = 20_000
@@ -172,7 +170,7 @@ async def lexical_triggers(sessions, *, enabled: bool) -> None:
 
 def _statistics_migration() -> ModuleType:
     """Migration 0005 as a module (alembic/versions is not a package)."""
-    path = Path(__file__).resolve().parent.parent / "alembic" / "versions" / "2026-12-03_lexical_statistics.py"
+    path = Path(__file__).resolve().parent.parent / "alembic" / "versions" / "0005_lexical_statistics.py"
     spec = importlib.util.spec_from_file_location("lexical_statistics_migration", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -10,7 +10,7 @@ Printed: one row per tenth of the run (turns/s, turn p50/p95, the gauges at its 
 after warm-up (the first tenth), RSS within +10 %, connections, open files and tasks flat, and the last minute's
 p95 turn latency within +20 % of the first minute after warm-up.
 
-    python bench/soak.py --turns 20000      # about an hour on 2 cores
+    python -m bench.soak --turns 20000      # about an hour on 2 cores
 """
 
 import argparse
@@ -18,21 +18,17 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import numpy as np
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.retrieval_sets import LOCOMO, locomo  # noqa: E402
-from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
-from tests.service_process import start_service, stop_service  # noqa: E402
+from bench.retrieval_sets import LOCOMO, locomo
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import start_service, stop_service
 
 GAUGES = {
     "rss_mib": ("process_resident_memory_bytes", 1 / 2**20),

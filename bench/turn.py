@@ -11,7 +11,7 @@ Measured in one run:
 3. Where the time goes: the service's `engram_turn_phase_seconds` and lock-wait histograms (means over the
    measured turns, from /metrics before and after).
 
-    python bench/turn.py                    # about 3 minutes on 2 cores (most of it embedding the passages)
+    python -m bench.turn                    # about 3 minutes on 2 cores (most of it embedding the passages)
 """
 
 import argparse
@@ -19,7 +19,6 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,12 +27,10 @@ import httpx
 import numpy as np
 from openai import AsyncOpenAI
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from app.settings import available_cpus  # noqa: E402
-from bench.retrieval_sets import LONGMEMEVAL, longmemeval  # noqa: E402
-from tests.scripted_llm import ScriptedLLM, call, tools  # noqa: E402
-from tests.service_process import running_service  # noqa: E402
+from app.settings import available_cpus
+from bench.retrieval_sets import LONGMEMEVAL, longmemeval
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import running_service
 
 METRIC = re.compile(
     r'^(engram_turn_phase_seconds|engram_turn_lock_wait_seconds)_(sum|count)\{(?:phase|outcome)="([^"]+)"\} (\S+)$'

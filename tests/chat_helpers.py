@@ -2,7 +2,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.scripted_llm import call, tools
+from testkit.scripted_llm import call, tools
 
 
 def chat(client: TestClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
 from app.main import create_app
 from app.settings import E5_DIM, Settings, available_cpus
-from tests.scripted_llm import ScriptedLLM
+from testkit.scripted_llm import ScriptedLLM
 
 LOOPBACK = ("127.0.0.1", 50000)
 # Tests without an LLM endpoint expect none (503): the demo model (engram[demo]) only where a test asks for it.

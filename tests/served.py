@@ -15,7 +15,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
-from tests.scripted_llm import free_port
+from testkit.scripted_llm import free_port
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ import httpx
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
+from testkit.scripted_llm import ScriptedLLM
+from testkit.service_process import running_service
 from tests.conftest import checked_client, create_database, run_sql, scripted_settings
-from tests.scripted_llm import ScriptedLLM
-from tests.service_process import running_service
 from tests.test_cli_errors import engram, refused
 from tests.test_portability import populate, settled_export
 

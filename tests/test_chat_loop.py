@@ -11,9 +11,9 @@ from app.errors import TurnErrorBody
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 from tests.chat_helpers import block_value, chat, event_types, tool_results
 from tests.conftest import checked_client, run_sql
-from tests.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 
 
 def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

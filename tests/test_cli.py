@@ -21,9 +21,9 @@ from app.cli import memory as cli_memory
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import running_service
 from tests.conftest import checked_client, create_database, forget_agents_named
-from tests.scripted_llm import ScriptedLLM, call, tools
-from tests.service_process import running_service
 from tests.test_letta_import import LETTA_FILES
 
 Cli = Callable[..., None]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripted_llm import free_port
+from testkit.scripted_llm import free_port
 
 
 def engram(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from app.api.console import FILES
 from app.llm.embeddings import Embedder
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import ADMIN_KEY, admin, scripted_settings
-from tests.scripted_llm import ScriptedLLM, call, tools
 from tests.served import Served
 
 expect.set_options(timeout=15_000)

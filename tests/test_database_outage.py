@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from app import db
-from tests.scripted_llm import ScriptedLLM
-from tests.service_process import start_service, stop_service
+from testkit.scripted_llm import ScriptedLLM
+from testkit.service_process import start_service, stop_service
 
 
 @pytest.fixture

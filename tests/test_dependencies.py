@@ -1,4 +1,4 @@
-"""The tests import only what pyproject.toml declares (the dependencies or the dev extra), and only public modules:
+"""The tests (and testkit/) import only what pyproject.toml declares (the dependencies or the dev extra), and only public modules:
 a fresh install runs them without relying on what happens to be installed alongside."""
 
 import ast
@@ -10,11 +10,12 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = {"app", "tests", "bench"}
+FIRST_PARTY = {"app", "tests", "testkit", "bench"}
+TEST_CODE = ("tests", "testkit")
 
 
-def imported_modules(folder: Path) -> Iterator[str]:
-    for path in sorted(folder.rglob("*.py")):
+def imported_modules() -> Iterator[str]:
+    for path in sorted(p for folder in TEST_CODE for p in (ROOT / folder).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Import):
                 yield from (alias.name for alias in node.names)
@@ -37,15 +38,15 @@ def test_every_package_the_tests_import_is_declared() -> None:
     installed_by = packages_distributions()
     undeclared = {
         top: installed_by.get(top)
-        for top in {m.split(".")[0] for m in third_party(imported_modules(ROOT / "tests"))}
+        for top in {m.split(".")[0] for m in third_party(imported_modules())}
         if not declared & {normalised(d) for d in installed_by.get(top, [top])}
     }
-    assert not undeclared, f"imported by tests/ but not declared in pyproject.toml: {undeclared}"
+    assert not undeclared, f"imported by the tests but not declared in pyproject.toml: {undeclared}"
 
 
 def test_the_tests_use_no_private_module_of_a_package() -> None:
-    private = sorted(m for m in third_party(imported_modules(ROOT / "tests")) if re.search(r"(^|\.)_(?!_)", m))
-    assert not private, f"private modules imported by tests/: {private}"
+    private = sorted(m for m in third_party(imported_modules()) if re.search(r"(^|\.)_(?!_)", m))
+    assert not private, f"private modules imported by the tests: {private}"
 
 
 def test_the_lock_pins_every_dependency() -> None:

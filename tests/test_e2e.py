@@ -6,9 +6,9 @@ import uuid
 import httpx
 from websockets.sync.client import connect
 
+from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
+from testkit.service_process import running_service
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
-from tests.service_process import running_service
 
 
 def chat_watched(base: str, agent_id: str, message: str) -> tuple[dict, list[dict]]:

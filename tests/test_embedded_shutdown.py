@@ -8,7 +8,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.service_process import start_service, stop_service
+from testkit.service_process import start_service, stop_service
 
 
 def postgres_of(data_dir: str) -> list[psutil.Process]:

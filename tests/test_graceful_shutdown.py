@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from testkit.scripted_llm import ScriptedLLM, call, slow, tools
+from testkit.service_process import running_service, start_service, stop_service
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, call, slow, tools
-from tests.service_process import running_service, start_service, stop_service
 
 TURNS = 8
 LLM_SECONDS = 3.0  # each turn's LLM answer arrives this long after the request
@@ -75,6 +75,7 @@ def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the
     finally:
         stop_service(process)
 
+    print(f"drain under load: {TURNS} turns in flight + 2 searchers, exit {exited_after:.1f} s after SIGTERM")
     assert exited_after <= GRACE_SECONDS, f"exit took {exited_after:.1f} s after SIGTERM"
     assert [a.status_code for a in answers] == [200] * TURNS, [a.text for a in answers if a.status_code != 200]
     with running_service(env) as base:  # what the turns stored outlives the process

@@ -5,9 +5,9 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.chat_helpers import chat
 from tests.conftest import run_sql
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 RECOUNT = {
     "corpus": """

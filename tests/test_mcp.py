@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import admin, tenant_with_key
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 ROOT = Path(__file__).resolve().parents[1]
 # Without API keys the service answers /mcp only for a loopback Host (DNS rebinding); TestClient's is "testserver".

@@ -5,8 +5,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from testkit.scripted_llm import ScriptedLLM, call, text, tools
 from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
-from tests.scripted_llm import ScriptedLLM, call, text, tools
 
 FILLER = "We talked about the weather, the trains and the price of coffee in the city centre once more. " * 6
 

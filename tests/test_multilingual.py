@@ -10,8 +10,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.memory import lexical
+from testkit.scripted_llm import ScriptedLLM, call, text, tools
 from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
-from tests.scripted_llm import ScriptedLLM, call, text, tools
 
 DATA = json.loads((Path(__file__).parent / "data" / "multilingual_memory.json").read_text())
 FACTS: dict[str, str] = DATA["facts"]

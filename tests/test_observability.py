@@ -7,8 +7,8 @@ import re
 from fastapi.testclient import TestClient
 
 from app.observability import JsonFormatter, request_id_var
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.chat_helpers import chat
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 
 def metric(text: str, name: str, **labels: str) -> float:

@@ -7,9 +7,9 @@ import openai
 import pytest
 from fastapi.testclient import TestClient
 
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.chat_helpers import block_value
 from tests.conftest import tenant_with_key
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 
 def openai_client(client: TestClient, key: str = "any-key") -> openai.OpenAI:

@@ -9,9 +9,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.chat_helpers import chat
 from tests.conftest import run_sql, tenant_with_key
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 TABLES = ("agents", "memory_blocks", "memory_block_revisions", "archival_passages", "messages", "turns", "turn_events")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import ADMIN_KEY, admin, checked_client, run_sql, tenant_with_key
-from tests.scripted_llm import ScriptedLLM, call, tools
 from tests.test_mcp import ACCEPT, INITIALIZE, error_text, over_http, use
 
 NOW = datetime(2031, 5, 6, 12, 0, 30, tzinfo=UTC)  # 30 s into a minute, 43,170 s before midnight (UTC)

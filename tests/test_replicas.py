@@ -17,9 +17,9 @@ from sqlalchemy import text
 from websockets.sync.client import connect
 
 from app import db
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import start_service, stop_service
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, call, tools
-from tests.service_process import start_service, stop_service
 
 CHATS = 40
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.service_process import running_service
 from tests.conftest import create_database
-from tests.scripted_llm import ScriptedLLM, call, tools
-from tests.service_process import running_service
 
 SPEC = Path(__file__).resolve().parent.parent / "openapi.json"
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}

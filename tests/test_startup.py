@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
@@ -19,8 +21,8 @@ from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import EmbeddingSpaceMismatch, stored_dim
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import checked_client, create_database
-from tests.scripted_llm import ScriptedLLM, call, tools
 
 
 def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
@@ -172,3 +174,10 @@ def test_migrations_never_import_the_application() -> None:
     for path in [root / "env.py", *sorted((root / "versions").glob("*.py"))]:
         imports = [line for line in path.read_text().splitlines() if re.match(r"\s*(from|import)\s+app\b", line)]
         assert not imports, f"{path.name}: {imports}"
+
+
+def test_migration_files_list_in_the_order_they_run() -> None:
+    root = Path(__file__).resolve().parent.parent
+    scripts = ScriptDirectory.from_config(Config(str(root / "alembic.ini")))
+    chain = [Path(script.path).name for script in reversed(list(scripts.walk_revisions()))]
+    assert chain == sorted(path.name for path in (root / "alembic" / "versions").glob("*.py"))

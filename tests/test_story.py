@@ -6,9 +6,9 @@ from fastapi.testclient import TestClient
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 from tests.chat_helpers import block_value, chat, event_types
 from tests.conftest import checked_client
-from tests.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 
 
 def answer_from_search(request: dict) -> dict:

@@ -24,8 +24,8 @@ from websockets.sync.client import ClientConnection, connect
 from app.chat.events import event_adapter
 from app.llm.embeddings import Embedder
 from app.runtime import runtime
+from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import scripted_settings
-from tests.scripted_llm import ScriptedLLM, call, tools
 from tests.served import Served
 
 SEND_TIMEOUT_SECONDS = 1.0

@@ -37,7 +37,7 @@ from app.chat.schemas import (
     WsChat,
 )
 from app.chat.service import context_read, stored_turn
-from app.chat.stream import TurnStreams
+from app.delivery.stream import TurnStreams
 from app.errors import (
     ERROR_RESPONSES,
     EngramError,

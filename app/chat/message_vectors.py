@@ -11,8 +11,8 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.tasks import BackgroundTasks
 from app.db import transaction
+from app.detached import DetachedTasks
 from app.llm.embeddings import Embedder
 from app.memory.service import MessageLog
 from app.models_base import utcnow
@@ -27,7 +27,7 @@ class MessageVectors:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], embedder: Embedder):
         self.sessions = sessions
         self.embedder = embedder
-        self._tasks: BackgroundTasks[None] = BackgroundTasks()
+        self._tasks: DetachedTasks[None] = DetachedTasks()
 
     def later(self, message_id: uuid.UUID, text: str) -> None:
         """Compute and store the message's vector in the background (the LLM's next call overlaps it)."""

@@ -9,10 +9,10 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -42,11 +42,9 @@ from app.chat.events import (
     Usage,
     turn_status,
 )
-from app.chat.hub import EventHub
 from app.chat.locks import AgentLocks
 from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
-from app.chat.relay import announce
 from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
@@ -71,6 +69,15 @@ NO_TOOL_NUDGE = (
 MAX_NO_TOOL_STEPS = 2
 
 
+class EventOutlet(Protocol):
+    """Where a turn's events go besides its store (app/delivery): told of them inside the transaction that stores
+    them, handed them once it has committed."""
+
+    async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None: ...
+
+    def committed(self, events: Sequence[Event]) -> None: ...
+
+
 @dataclass
 class TurnResult:
     turn_id: uuid.UUID
@@ -81,8 +88,7 @@ class TurnResult:
 class _TurnState:
     agent_id: uuid.UUID
     turn_id: uuid.UUID
-    hub: EventHub
-    origin: uuid.UUID
+    outlet: EventOutlet
     user_seq: int = 0
     memories: str | None = None  # recollections put into the prompt for this turn
     events: list[Event] = field(default_factory=list)
@@ -114,10 +120,9 @@ class _TurnState:
             saving = list(self.unsaved)
             if saving:
                 await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
-                await announce(session, self.origin, self.turn_id, self.agent_id, [e.seq for e in saving])
+                await self.outlet.stored(session, self.turn_id, self.agent_id, saving)
         self.unsaved = self.unsaved[len(saving) :]
-        for event in saving:
-            self.hub.publish(event)
+        self.outlet.committed(saving)
 
     @property
     def reply(self) -> str:
@@ -132,25 +137,22 @@ class TurnRunner:
         sessions: async_sessionmaker[AsyncSession],
         embedder: Embedder,
         llm: ChatModel | None,
-        hub: EventHub,
+        outlet: EventOutlet,
         settings: Settings,
-        origin: uuid.UUID,
     ):
-        """origin: this process's id, so that it ignores its own events coming back from other replicas' relay."""
-        self.origin = origin
+        self.outlet = outlet
         self.locks = AgentLocks(engine)
         self.engine = engine
         self.sessions = sessions
         self.embedder = embedder
         self.llm = llm
-        self.hub = hub
         self.settings = settings
         self.vectors = MessageVectors(sessions, embedder)
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
     ) -> TurnResult:
-        """Run a turn (its events go to the hub; see chat/stream.py), or return the stored turn of idempotency_key."""
+        """Run a turn (its events go to the outlet; see delivery/stream.py), or return the stored turn of idempotency_key."""
         if self.llm is None:
             raise ServiceUnavailable(
                 "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
@@ -215,8 +217,7 @@ class TurnRunner:
         state = _TurnState(
             agent_id=agent_id,
             turn_id=turn_id,
-            hub=self.hub,
-            origin=self.origin,
+            outlet=self.outlet,
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
         async with state.committing(self.sessions) as session:

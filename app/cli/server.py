@@ -192,9 +192,9 @@ def _mcp(args: argparse.Namespace) -> None:
     from collections.abc import AsyncIterator
     from contextlib import asynccontextmanager
 
-    from app.api.mcp import stdio_mcp_server
     from app.errors import EngramError
     from app.main import create_app
+    from app.mcp_server.stdio import stdio_mcp_server
     from app.runtime import Runtime, runtime
 
     app = create_app()

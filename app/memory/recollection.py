@@ -3,7 +3,7 @@ searched in archival and recall memory, and the hits that pass a relevance gate 
 
 The gate first asks whether memory holds anything about the message at all: some hit must be close in meaning or
 share enough of the query's words. Close: its cosine similarity stands out from the query's baseline (the margin
-over the query's similarity to generic text, see app/memory/background.py; a raw cosine cannot tell, since
+over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since
 multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct
 tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
 at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
@@ -19,7 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.llm.embeddings import Embedder
 from app.memory import lexical
-from app.memory.background import baseline
+from app.memory.cohort_baseline import baseline
 from app.memory.service import ArchivalMemory, RecallMemory
 
 MIN_MARGIN = 0.08

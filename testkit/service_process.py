@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from tests.scripted_llm import free_port
+from testkit.scripted_llm import free_port
 
 
 def start_service(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:

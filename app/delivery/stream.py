@@ -1,8 +1,8 @@
-"""The one way turn events reach clients. The runner publishes each event to the EventHub once its transaction has
-committed (other replicas' events arrive there through the relay); `POST …/chat` collects a turn's events from
-the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent. A new event type or
-stop reason therefore needs no change here or in the router. A turn started with a quota Meter is admitted by it
-first (a refusal raises as any other) and its tokens are counted once it has ended."""
+"""The one way turn events reach clients. The runner's events reach the EventHub once their transaction has
+committed (through relay.Broadcast; other replicas' events arrive there through the relay); `POST …/chat` collects
+a turn's events from the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent.
+A new event type or stop reason therefore needs no change here or in the router. A turn started with a quota Meter
+is admitted by it first (a refusal raises as any other) and its tokens are counted once it has ended."""
 
 import asyncio
 import logging
@@ -11,17 +11,17 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 from app.chat.events import Event
-from app.chat.hub import EventHub
 from app.chat.runner import TurnResult, TurnRunner
 from app.chat.service import tokens_used
-from app.chat.tasks import BackgroundTasks
+from app.delivery.hub import EventHub
+from app.detached import DetachedTasks
 from app.quotas.service import Meter
 
 log = logging.getLogger("engram.quotas")
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, tasks: BackgroundTasks[TurnResult], hub: EventHub):
+    def __init__(self, runner: TurnRunner, tasks: DetachedTasks[TurnResult], hub: EventHub):
         self.runner = runner
         self.tasks = tasks
         self.hub = hub

@@ -1,39 +1,35 @@
-"""Engram's memory as an MCP server (the `mcp` SDK's MCPServer): tools to list agents, read and edit core memory,
-insert and search archival memory, search the conversation history and chat; a resource template for the blocks.
-
-Two transports, one set of tools over the same services as the HTTP routes:
-- streamable HTTP at `/mcp` on the service (McpEndpoint): every request is authenticated like any other route, so
-  keys and tenants are the API's; stateless (no MCP session kept between requests), so a request may reach any
-  replica and a session id cannot be replayed with another tenant's key;
-- stdio (`engram mcp`, stdio_mcp_server): one local process acting for the default tenant, or for a key's tenant."""
+"""The MCP server's tools and resources, whichever transport carries them (http.py, stdio.py)."""
 
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 from sqlmodel.ext.asyncio.session import AsyncSession
-from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
 
 from app import __version__
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
-from app.api.deps import authenticate_connection, count_request, quota_meter
-from app.auth.models import DEFAULT_TENANT_ID
-from app.auth.principal import Forbidden, Principal, Unauthorized, require_tenant
-from app.chat.events import StopReason
+from app.api.deps import quota_meter
+from app.auth.principal import Principal
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.db import transaction
 from app.errors import EngramError, NotFound
+from app.mcp_server.schemas import (
+    AgentList,
+    AgentSummary,
+    ChatReply,
+    ConversationHit,
+    ConversationHits,
+    CoreMemoryBlocks,
+    PassageList,
+)
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,
@@ -44,20 +40,13 @@ from app.memory.schemas import (
     PassageRead,
 )
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
-from app.runtime import Runtime, runtime
+from app.runtime import Runtime
 
 INSTRUCTIONS = """Engram gives AI agents long-term memory. Each agent has three memories: core memory (a few short,
 labelled blocks the agent always sees, e.g. `persona` and `human`), archival memory (passages it searches when it
 needs them, no size limit) and recall memory (every message ever exchanged with it). Call list_agents first: every
 other tool takes an agent's id. Read core memory before editing it, and put details that are not needed in every
 conversation into archival memory instead."""
-
-log = logging.getLogger("engram.mcp")
-CALLER_KEY = "engram.mcp.caller"  # where McpEndpoint leaves the authenticated caller in the ASGI scope
-
-# The SDK logs each stateless request ("Terminating session: None") at INFO; Engram's access log has them already.
-for _name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -76,42 +65,6 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, descripti
 K = Annotated[int, Field(ge=1, le=100, description="at most this many results")]
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=False)
-
-
-class AgentSummary(BaseModel):
-    id: uuid.UUID
-    name: str
-    created_at: datetime
-
-
-class AgentList(BaseModel):
-    agents: list[AgentSummary]
-
-
-class CoreMemoryBlocks(BaseModel):
-    blocks: list[BlockRead]
-
-
-class PassageList(BaseModel):
-    passages: list[PassageRead]
-
-
-class ConversationHit(BaseModel):
-    role: Literal["user", "assistant", "tool", "system"]
-    content: str
-    created_at: datetime
-    turn_id: uuid.UUID | None
-    score: float = Field(description="relevance, 0..1")
-
-
-class ConversationHits(BaseModel):
-    messages: list[ConversationHit]
-
-
-class ChatReply(BaseModel):
-    reply: str = Field(description="what the agent said to the user (its send_message texts)")
-    turn_id: uuid.UUID
-    stop_reason: StopReason | None = Field(description="end_turn: a normal reply; anything else: the turn was cut short")
 
 
 def _tool_error(exc: EngramError) -> Exception:
@@ -282,84 +235,3 @@ def build_server(
             return (await CoreMemory(session).get(agent.id, label)).value
 
     return server
-
-
-# --- streamable HTTP, on the service -------------------------------------------------------------------------------
-
-# While no API key exists, Engram serves any loopback client without one, which is what a DNS-rebinding page (a site
-# whose name now resolves to 127.0.0.1, run in the user's browser) would exploit. So in that mode only a loopback Host
-# (and Origin, when a browser sends one) is accepted. Once keys exist the key is the protection (a browser holds no
-# Engram key, and a cross-site page cannot send one), and the service may sit behind any host name or proxy: no check.
-_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-_LOOPBACK_ONLY = TransportSecurityMiddleware(
-    TransportSecuritySettings(
-        allowed_hosts=[host + port for host in _LOOPBACK for port in ("", ":*")],
-        allowed_origins=[f"{scheme}://{host}{port}" for scheme in ("http", "https") for host in _LOOPBACK for port in ("", ":*")],
-    )
-)
-
-
-def _caller_of_request(ctx: Context) -> Caller:
-    request = ctx.request_context.request
-    caller = request.scope.get(CALLER_KEY) if isinstance(request, Request) else None
-    if not isinstance(caller, Caller):  # cannot happen: McpEndpoint authenticates every request before the SDK runs
-        raise RuntimeError("an MCP request reached a tool without an authenticated caller")
-    return caller
-
-
-class McpEndpoint:
-    """The ASGI app at `/mcp`: authenticates the request as every route does (an Engram error response, 401/403,
-    before MCP runs), then hands it to the SDK's streamable HTTP session manager. `running()` must be entered in the
-    application's lifespan: a mounted app's own lifespan never runs."""
-
-    def __init__(self) -> None:
-        self.server = build_server(_caller_of_request)
-        # The SDK builds its session manager with its app; only the manager is used. Host checks: see _LOOPBACK_ONLY
-        # (the SDK's own would allow only localhost names whenever it runs on 127.0.0.1, whatever the keys).
-        self.server.streamable_http_app(
-            stateless_http=True,
-            json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self.sessions = self.server.session_manager
-
-    def running(self) -> AbstractAsyncContextManager[None]:
-        return self.sessions.run()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        state = runtime(request.app)
-        principal = require_tenant(await authenticate_connection(request))
-        if not await state.authenticator.keys_configured() and await _LOOPBACK_ONLY.validate_request(request) is not None:
-            raise Forbidden("without API keys, /mcp answers only requests addressed to a loopback host (127.0.0.1, localhost)")
-        await count_request(request, principal)
-        scope[CALLER_KEY] = Caller(state, principal)
-        await self.sessions.handle_request(scope, receive, send)
-
-
-# --- stdio: `engram mcp` -------------------------------------------------------------------------------------------
-
-
-def stdio_mcp_server(started: Callable[[], AbstractAsyncContextManager[Runtime]], key: str | None) -> MCPServer:
-    """The server for one local process: `started` brings Engram's runtime up (after the SDK has taken stdout for
-    the protocol, so nothing else can write to it) and down. Without a key it acts for the default tenant: whoever
-    runs it holds the database already."""
-
-    @asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[Caller]:
-        async with started() as state:
-            principal = await _stdio_principal(state, key)
-            log.info("MCP over stdio, acting for tenant %s", principal.tenant_id)
-            yield Caller(state, principal)
-
-    return build_server(lambda ctx: ctx.request_context.lifespan_context, lifespan=lifespan)
-
-
-async def _stdio_principal(state: Runtime, key: str | None) -> Principal:
-    if key is None:
-        return Principal(DEFAULT_TENANT_ID)
-    if not await state.authenticator.keys_configured():
-        raise Unauthorized(
-            "no API keys exist in this database, so the key names no tenant: leave it out to act for the default tenant"
-        )
-    return require_tenant(await state.authenticator.authenticate(key, None))

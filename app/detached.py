@@ -1,5 +1,6 @@
-"""Background tasks kept by reference (an unreferenced task can be garbage-collected mid-run) and settled at
-shut-down: turns (a client that disconnects does not cut a turn in half) and message embeddings."""
+"""Tasks detached from the request that started them, kept by reference (an unreferenced task can be
+garbage-collected mid-run) and settled at shut-down: turns (a client that disconnects does not cut a turn in half)
+and message embeddings."""
 
 import asyncio
 from collections.abc import Coroutine
@@ -8,7 +9,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 
-class BackgroundTasks(Generic[T]):
+class DetachedTasks(Generic[T]):
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[T]] = set()
 

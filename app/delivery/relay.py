@@ -1,19 +1,22 @@
 """Turn events across replicas: a replica that commits events sends a NOTIFY naming them (payloads are capped at
 8 kB, so the events themselves are read back from turn_events); every other replica LISTENs and hands them to its
-local WebSockets. No infrastructure beyond PostgreSQL; the listener reconnects by itself after a database outage."""
+local WebSockets. No infrastructure beyond PostgreSQL; the listener reconnects by itself after a database outage.
+Broadcast is the runner's EventOutlet: it announces a turn's events to the other replicas and publishes them here."""
 
 import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.hub import EventHub
-from app.chat.repository import TurnRepository
+from app.chat.events import Event
+from app.chat.service import turn_events
+from app.delivery.hub import EventHub
 
 log = logging.getLogger("engram.relay")
 CHANNEL = "engram_events"
@@ -26,6 +29,23 @@ async def announce(session: AsyncSession, origin: uuid.UUID, turn_id: uuid.UUID,
         {"origin": str(origin), "turn_id": str(turn_id), "agent_id": str(agent_id), "from": min(seqs), "to": max(seqs)}
     )
     await session.execute(text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload})
+
+
+class Broadcast:
+    """Where the runner's events go (chat.runner.EventOutlet): a notification for the other replicas, sent when
+    the events' transaction commits, then this process's watchers. origin: this process's id, so that its relay
+    ignores its own events coming back."""
+
+    def __init__(self, hub: EventHub, origin: uuid.UUID):
+        self.hub = hub
+        self.origin = origin
+
+    async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None:
+        await announce(session, self.origin, turn_id, agent_id, [e.seq for e in events])
+
+    def committed(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self.hub.publish(event)
 
 
 class EventRelay:
@@ -80,7 +100,7 @@ class EventRelay:
 
     async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
         async with self.sessions() as session:
-            stored = await TurnRepository(session).events(turn_id, after_seq=first - 1)
+            stored = await turn_events(session, turn_id, after_seq=first - 1)
         for event in stored:
             if event.seq <= last:
                 self.hub.publish(event)

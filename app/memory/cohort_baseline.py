@@ -1,4 +1,4 @@
-"""The relevance background of a query: how similar it is to text that has nothing to do with any user.
+"""A query's similarity baseline: its mean cosine to a cohort of generic passages that concern no user.
 
 Embedders give every query a baseline similarity to everything; multilingual-e5 puts unrelated texts at 0.75-0.85,
 and that baseline moves from query to query. Subtracting the query's similarity to the centroid of a fixed set of
