@@ -8,6 +8,7 @@ from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemor
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
 from app.memory.schemas import (
     LABEL_PATTERN,
+    MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
     BlockWrite,
@@ -114,7 +115,7 @@ async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: Arch
 async def search_or_list_passages(
     agent: AgentDep,
     archival: ArchivalMemoryDep,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    query: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="search text; omit to list")] = None,
     k: Annotated[int, Query(ge=1, le=100, description="results of a search")] = 10,
     min_score: Annotated[float, Query(ge=0, le=1, description="drop search results scoring below this")] = 0.0,
     mode: Annotated[Mode, Query(description="hybrid (default), or one side alone: vector or text")] = "hybrid",
@@ -159,7 +160,7 @@ async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archi
 async def list_messages(
     agent: AgentDep,
     recall: RecallMemoryDep,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    query: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="search text; omit to list")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     after: datetime | None = None,
     before: datetime | None = None,

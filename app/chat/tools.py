@@ -9,8 +9,9 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import EngramError, rejected_as_data
+from app.errors import EngramError, format_validation, rejected_as_data
 from app.llm.embeddings import Embedder
+from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.metrics import TOOL_CALLS
 
@@ -51,8 +52,8 @@ class CoreMemoryReplace(BaseModel):
 
 
 class ArchivalMemoryCreate(BaseModel):
-    content: str = Field(min_length=1, max_length=20_000, description="A self-contained fact or note to remember.")
-    tags: list[str] = Field(default_factory=list, max_length=16, description="Optional short topic tags.")
+    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="A self-contained fact or note to remember.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Optional short topic tags.")
 
 
 class ArchivalMemorySearch(BaseModel):
@@ -199,8 +200,7 @@ async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> To
     try:
         args = tool.args.model_validate(arguments)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        return ToolOutcome(False, f"Error: invalid arguments for {name}: {problems}.", arguments)
+        return ToolOutcome(False, f"Error: invalid arguments for {name}: {format_validation(exc.errors())}.", arguments)
     try:
         async with ctx.session.begin_nested():
             return ToolOutcome(True, await tool.run(ctx, args), arguments)

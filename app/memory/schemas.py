@@ -13,6 +13,7 @@ MAX_BLOCK_LIMIT = 100_000
 MAX_BLOCKS = 32
 MAX_PASSAGE_CHARS = 20_000
 MAX_TAGS = 16
+MAX_QUERY_CHARS = 2000  # of a search query
 
 
 class BlockCreate(RequestBody):

@@ -298,6 +298,29 @@ class RecallMemory:
         return split_page(rows, limit, lambda m: (m.seq or 0, m.id))
 
 
+class MessageLog:
+    """Recall memory as turns write and read it: messages appended in order, those since the context start read
+    back for the prompt, vectors filled in after the fact (app/chat/message_vectors.py). Searching is RecallMemory's."""
+
+    def __init__(self, session: AsyncSession):
+        self.messages = MessageRepository(session)
+
+    async def add(self, message: Message) -> Message:
+        return await self.messages.add(message)
+
+    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
+        return await self.messages.since(agent_id, from_seq)
+
+    async def count_before(self, agent_id: uuid.UUID, seq: int) -> int:
+        return await self.messages.count(agent_id, before_seq=seq)
+
+    async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
+        return await self.messages.unembedded(limit=limit, settled_before=settled_before)
+
+    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+        await self.messages.set_embedding(message_id, embedding, model)
+
+
 def normalise_tags(tags: list[str]) -> list[str]:
     cleaned = [t.strip().lower() for t in tags if t and t.strip()]
     if any(len(t) > 64 for t in cleaned):

@@ -14,7 +14,7 @@ from app.agents.schemas import AgentRead
 from app.agents.service import name_taken
 from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
-from app.errors import Conflict, Unprocessable
+from app.errors import Conflict, Unprocessable, format_validation
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
@@ -97,18 +97,12 @@ def _validated(body: dict[str, Any]) -> AgentDocument:
             try:
                 event_adapter.validate_python(event)
             except ValidationError as exc:
-                raise Unprocessable(describe(exc, prefix=f"turns.{i}.events.{j}")) from None
+                raise Unprocessable(describe(exc, within=f"turns.{i}.events.{j}")) from None
     return document
 
 
-def describe(exc: ValidationError, limit: int = 10, prefix: str | None = None) -> str:
-    """Where each problem is (`messages.3.role`) and what it is."""
-    parts = []
-    for err in exc.errors()[:limit]:
-        where = ".".join([*([prefix] if prefix else []), *(str(p) for p in err["loc"])])
-        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
-    more = len(exc.errors()) - limit
-    return "invalid agent document: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+def describe(exc: ValidationError, within: str = "") -> str:
+    return "invalid agent document: " + format_validation(exc.errors(), within=within, limit=10)
 
 
 async def import_document(
