@@ -289,7 +289,8 @@ def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Sett
         agent = client.post("/v1/agents", json={"name": "hurried"}).json()
         llm.reset(slow)
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "quick!"})
-    assert response.status_code == 502 and "in time" in response.json()["detail"]
+    detail = response.json()["detail"]  # the LLM call outlived the budget, or (a loaded machine) the work before it
+    assert response.status_code == 502 and ("in time" in detail or "time budget" in detail), detail
 
 
 def test_a_blank_message_is_refused_before_any_llm_call(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
