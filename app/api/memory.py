@@ -29,10 +29,7 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ER
 
 Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
 Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
-AsOf = Annotated[
-    Instant | None,
-    Query(description="what was valid at this time (ISO 8601; without a zone, UTC): happened by then, not yet superseded"),
-]
+AsOf = Annotated[Instant | None, Query(description="read memory as it was at this time (ISO 8601; without a zone, UTC)")]
 
 
 def parse_if_match(value: str | None) -> int | None:
@@ -163,7 +160,7 @@ async def search_or_list_passages(
 ) -> Page[PassageRead]:
     """Hybrid search (vector + BM25 full-text, scores fused) with `query`; otherwise list newest first (by when
     stored). Current passages only (not superseded; a fact dated in the future is current), unless `as_of` asks
-    for those valid at a time or `include_superseded` for all."""
+    for those valid then (`occurred_at` by then, and `valid_until` unset or later) or `include_superseded` for all."""
     if as_of is not None and include_superseded:
         raise Unprocessable("give as_of (what was valid then) or include_superseded (everything), not both")
     validity = Validity(as_of=as_of, include_superseded=include_superseded)
