@@ -3,13 +3,17 @@ they were stored; a passage superseded by a newer one leaves the default reads b
 dates it held; core memory reads `as_of` a time from the blocks' revisions."""
 
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from app import db
+from app.auth.models import DEFAULT_TENANT_ID
+from app.settings import E5_DIM
 from tests.chat_helpers import chat
-from tests.conftest import tenant_with_key
+from tests.conftest import create_database, run_sql, tenant_with_key
 from tests.scripted_llm import ScriptedLLM, call, tools
 
 
@@ -218,3 +222,31 @@ def test_messages_are_dated(client: TestClient, agent: dict, llm: ScriptedLLM) -
     assert messages and all(m["occurred_at"] == m["created_at"] for m in messages)
     hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "bread", "include_context": "true"}).json()
     assert hits["items"] and all("occurred_at" in m for m in hits["items"])
+
+
+def test_the_migration_dates_stored_rows_when_they_were_stored(postgres_server: object) -> None:
+    url = create_database(postgres_server, f"engram_dating_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, E5_DIM, revision="0006_quotas")
+    agent_id = uuid.uuid4()
+    stored = datetime(2025, 3, 14, 15, 9, 26, tzinfo=UTC)
+    run_sql(
+        url,
+        "INSERT INTO agents (id, tenant_id, name) VALUES (:id, :tenant, 'from 0006')",
+        {"id": agent_id, "tenant": DEFAULT_TENANT_ID},
+    )
+    run_sql(
+        url,
+        "INSERT INTO archival_passages (id, agent_id, content, embedding, embedding_model, search_text, created_at) "
+        "VALUES (:id, :agent, 'The user lives in Tokyo.', CAST(:v AS vector), 'm', 'user lives tokyo', :at)",
+        {"id": uuid.uuid4(), "agent": agent_id, "v": str([0.1] * E5_DIM), "at": stored},
+    )
+    run_sql(
+        url,
+        "INSERT INTO messages (id, agent_id, role, content, created_at) VALUES (:id, :agent, 'user', 'hello', :at)",
+        {"id": uuid.uuid4(), "agent": agent_id, "at": stored},
+    )
+    db.run_migrations(url, E5_DIM)
+    assert run_sql(url, "SELECT occurred_at, valid_until, superseded_by FROM archival_passages") == [(stored, None, None)]
+    assert run_sql(url, "SELECT occurred_at FROM messages") == [(stored,)]
+    indexes = {name for (name,) in run_sql(url, "SELECT indexname FROM pg_indexes WHERE tablename = 'archival_passages'")}
+    assert {"ix_archival_passages_agent_occurred", "ix_archival_passages_superseded_by"} <= indexes
