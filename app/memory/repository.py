@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, delete, func, or_, select, text, update
+from sqlalchemy import Float, Select, and_, delete, func, or_, select, text, update
 from sqlalchemy.orm import defer
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Hit, Mode, hybrid_search
@@ -56,10 +57,10 @@ class BlockRepository:
         """Each of the agent's blocks that had a revision by `moment`, with the newest such revision, by label."""
         query = (
             select(MemoryBlock, MemoryBlockRevision)
-            .join(MemoryBlockRevision, MemoryBlockRevision.block_id == MemoryBlock.id)  # type: ignore[arg-type]
-            .where(MemoryBlock.agent_id == agent_id, MemoryBlockRevision.created_at <= moment)
-            .order_by(MemoryBlock.label, MemoryBlockRevision.version.desc())  # type: ignore[attr-defined]
-            .distinct(MemoryBlock.label)
+            .join(MemoryBlockRevision, col(MemoryBlockRevision.block_id) == col(MemoryBlock.id))
+            .where(col(MemoryBlock.agent_id) == agent_id, col(MemoryBlockRevision.created_at) <= moment)
+            .order_by(col(MemoryBlock.label), col(MemoryBlockRevision.version).desc())
+            .distinct(col(MemoryBlock.label))
         )
         return [(block, revision) for block, revision in (await self.session.execute(query)).all()]
 
@@ -95,11 +96,11 @@ class Validity:
 
     def applied(self, query: Select[Any]) -> Select[Any]:
         if self.as_of is not None:
+            valid_until = col(ArchivalPassage.valid_until)
             return query.where(
-                ArchivalPassage.occurred_at <= self.as_of,
-                or_(ArchivalPassage.valid_until.is_(None), ArchivalPassage.valid_until > self.as_of),  # type: ignore[union-attr]
+                col(ArchivalPassage.occurred_at) <= self.as_of, or_(valid_until.is_(None), valid_until > self.as_of)
             )
-        return query if self.include_superseded else query.where(ArchivalPassage.superseded_by.is_(None))  # type: ignore[union-attr]
+        return query if self.include_superseded else query.where(col(ArchivalPassage.superseded_by).is_(None))
 
 
 CURRENT = Validity()
@@ -164,12 +165,12 @@ class PassageRepository:
         self, agent_id: uuid.UUID, vector: list[float], *, k: int, exclude: Sequence[uuid.UUID] = ()
     ) -> list[tuple[ArchivalPassage, float]]:
         """The agent's `k` current passages closest to `vector`, with their cosine similarity, closest first."""
-        distance = ArchivalPassage.embedding.cosine_distance(vector)  # type: ignore[attr-defined]
+        distance = col(ArchivalPassage.embedding).op("<=>", return_type=Float)(vector)  # cosine distance (pgvector)
         query = (
             select(ArchivalPassage, 1 - distance)
             .options(NO_PASSAGE_VECTOR)
-            .where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.superseded_by.is_(None))  # type: ignore[union-attr]
-            .where(ArchivalPassage.id.not_in(exclude))  # type: ignore[attr-defined]
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by).is_(None))
+            .where(col(ArchivalPassage.id).not_in(exclude))
             .order_by(distance)
             .limit(k)
         )
@@ -190,7 +191,7 @@ class PassageRepository:
         """Delete a passage; the passages it superseded are current again."""
         await self.session.execute(
             update(ArchivalPassage)
-            .where(ArchivalPassage.agent_id == agent_id, ArchivalPassage.superseded_by == passage_id)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by) == passage_id)
             .values(valid_until=None, superseded_by=None)
         )
         result = await self.session.execute(

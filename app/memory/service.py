@@ -174,10 +174,10 @@ def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
     return lexical.fingerprint(a.content) == lexical.fingerprint(b.content)
 
 
-def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage) -> bool:
-    """The same text, and no date of its own that differs: the same words dated otherwise tell of another event
-    (the gym on Monday, the gym on Friday)."""
-    return same_text(stored, candidate) and candidate.occurred_at in (None, stored.occurred_at)
+def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage, dated: datetime | None) -> bool:
+    """The same text, and no date of its own (`dated`) that differs: the same words dated otherwise tell of another
+    event (the gym on Monday, the gym on Friday)."""
+    return same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
 
 
 class ArchivalMemory:
@@ -209,10 +209,11 @@ class ArchivalMemory:
                 embedding=vector,
                 embedding_model=self.embedder.model,
                 search_text=lexical.search_text(new.content),
-                occurred_at=new.occurred_at,
             )
-            original = next((p for p in near if same_fact(p, candidate)), None) or next(
-                (p for p in fresh if same_fact(p, candidate)), None
+            if new.occurred_at is not None:  # else the time it is stored (occurred_field)
+                candidate.occurred_at = new.occurred_at
+            original = next((p for p in near if same_fact(p, candidate, new.occurred_at)), None) or next(
+                (p for p in fresh if same_fact(p, candidate, new.occurred_at)), None
             )
             if original is None:
                 fresh.append(candidate)
