@@ -117,7 +117,8 @@ async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -
         f"{saved} Current memories possibly about the same thing:\n"
         + "\n".join(passage_line(p) for p in others)
         + "\nIf the new fact replaces one of them (a move, a changed plan or preference), call archival_memory_supersede "
-        "with that memory's id and the new text: the old one is kept as history, no longer current."
+        "with that memory's id and the same new text (the passage just saved becomes its successor): the old one is "
+        "kept as history, no longer current."
     )
 
 
