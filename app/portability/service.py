@@ -195,6 +195,8 @@ async def import_document(
             embedding_model=embedder.model,
             search_text=lexical.search_text(p.content),
             created_at=p.created_at,
+            occurred_at=p.occurred_at or p.created_at,
+            valid_until=p.valid_until,
         )
         for p, vector in zip(document.passages, passage_vectors, strict=True)
     ]
@@ -203,6 +205,13 @@ async def import_document(
         for m, vector in zip(document.messages, message_vectors, strict=True)
     ]
     await rows.add_all([*revisions, *events, *passages, *messages])
+    # Successors by their new ids, once every passage is stored (a passage may come before the one replacing it).
+    new_ids = {p.id: row.id for p, row in zip(document.passages, passages, strict=True)}
+    superseded = [(row, p.superseded_by) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
+    for row, successor in superseded:
+        row.superseded_by = new_ids[successor]
+    if superseded:
+        await rows.add_all([row for row, _ in superseded])
     start = source.context_start
     agent.context_start_seq = (messages[start].seq if start < len(messages) else (messages[-1].seq or 0) + 1) if start else 0
     await rows.add(agent)
@@ -233,6 +242,7 @@ def _message(
         tool_call_id=m.tool_call_id,
         name=m.name,
         created_at=m.created_at,
+        occurred_at=m.occurred_at or m.created_at,
     )
     if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
         message.search_text = lexical.search_text(message.recall_text())
