@@ -4,7 +4,7 @@ OpenAI-compatible routes, where clients expect OpenAI's {"error": {"message", "t
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -94,12 +94,18 @@ def _body(code: str, detail: str) -> dict[str, str]:
     return {"error": code, "detail": detail}
 
 
-def format_validation(errors: list[Any]) -> str:
+def format_validation(errors: Sequence[Mapping[str, Any]], *, within: str = "", limit: int | None = None) -> str:
+    """The one wording of pydantic's errors: `where: what` each (`turns.3.events.0.type: Field required`), a
+    repeated complaint once (a union's branches can repeat one), past `limit` of them how many more. `within`:
+    where the validated value sits in a larger document; a request's "body" is not named."""
     parts = []
     for err in errors:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        where = ".".join([*([within] if within else []), *(str(p) for p in err.get("loc", ()) if p != "body")])
         parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
-    return "; ".join(dict.fromkeys(parts)) or "invalid request"  # a union's branches can repeat one complaint
+    distinct = list(dict.fromkeys(parts))
+    shown = distinct[:limit] if limit is not None else distinct
+    more = f" (and {len(distinct) - len(shown)} more)" if len(shown) < len(distinct) else ""
+    return "; ".join(shown) + more if shown else "invalid request"
 
 
 JSON_MEDIA_TYPE = re.compile(r"application/([\w.-]+\+)?json\s*(;|$)", re.IGNORECASE)

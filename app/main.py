@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import db
+from app import __version__, db
 from app.api import agents, chat, console, memory, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
 from app.chat.runner import TurnResult, TurnRunner
@@ -94,7 +94,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     # FastAPIOffline: /docs and /redoc with their assets served from the fastapi-offline package, not a CDN.
     app = FastAPIOffline(
         title="Engram",
-        version="0.1.0",
+        version=__version__,
         summary="Long-term memory for AI agents: core, archival and recall memory behind one API.",
         lifespan=lifespan,
     )

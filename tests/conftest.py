@@ -85,6 +85,7 @@ class CheckedClient(TestClient):
     statuses: list[tuple[str, int]]
 
     def request(self, method, url, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        kwargs.pop("timeout", None)  # the CLI's timeouts mean nothing in process (and Starlette deprecates them here)
         response = super().request(method, url, *args, **kwargs)
         self.statuses.append((f"{method} {url}", response.status_code))
         return response

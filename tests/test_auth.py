@@ -5,9 +5,9 @@ import asyncio
 import uuid
 
 import pytest
+from fastapi import WebSocketDisconnect
 from fastapi.testclient import TestClient
 from sqlalchemy import text
-from starlette.websockets import WebSocketDisconnect
 
 from app import db
 from app.auth.keys import hash_key

@@ -278,17 +278,19 @@ def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Set
 
 
 def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
-    hurried = settings.model_copy(update={"turn_timeout_seconds": 0.5})
+    # A budget the work before the first LLM call cannot use up on a loaded machine, and an LLM twice as slow.
+    hurried = settings.model_copy(update={"turn_timeout_seconds": 2.0})
 
     def slow(request: dict) -> dict:
-        time.sleep(1.5)
+        time.sleep(4.0)
         return tools(call("send_message", text="too late"))
 
     with checked_client(create_app(hurried, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "hurried"}).json()
         llm.reset(slow)
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "quick!"})
-    assert response.status_code == 502 and "in time" in response.json()["detail"]
+    detail = response.json()["detail"]  # the LLM call outlived the budget, or (a loaded machine) the work before it
+    assert response.status_code == 502 and ("in time" in detail or "time budget" in detail), detail
 
 
 def test_a_blank_message_is_refused_before_any_llm_call(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

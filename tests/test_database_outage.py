@@ -25,9 +25,9 @@ def own_postgres():  # type: ignore[no-untyped-def]
 
 
 def stop_postgres(server) -> None:  # type: ignore[no-untyped-def]
-    from pgserver._commands import pg_ctl
+    import pgserver
 
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
 
 
 def test_requests_get_503_while_the_database_is_down_and_recover_alone(own_postgres, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]

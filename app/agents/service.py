@@ -44,6 +44,21 @@ async def tenant_agents(session: AsyncSession, tenant_id: uuid.UUID) -> Sequence
     return await AgentRepository(session).every(tenant_id)
 
 
+async def running_agent(session: AsyncSession, agent_id: uuid.UUID) -> Agent | None:
+    """The agent of a running turn, or None once it has been deleted (the turn then stops)."""
+    return await AgentRepository(session).get(agent_id)
+
+
+async def move_context_start(session: AsyncSession, agent_id: uuid.UUID, summary: str, start_seq: int) -> Agent | None:
+    """Messages before start_seq leave the LLM context for `summary` (None: the agent has been deleted)."""
+    agents = AgentRepository(session)
+    agent = await agents.get(agent_id, for_update=True)
+    if agent is None:
+        return None
+    agent.summary, agent.context_start_seq = summary, start_seq
+    return await agents.add(agent)
+
+
 class AgentService:
     def __init__(self, session: AsyncSession):
         self.agents = AgentRepository(session)

@@ -17,8 +17,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
 from app.agents.service import find_agent
-from app.api.deps import AgentDep, MeterDep, SessionDep, SettingsDep, TenantDep, quota_meter
-from app.auth.principal import Principal, presented_key, require_tenant
+from app.api.deps import (
+    AgentDep,
+    MeterDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+    authenticate_connection,
+    connection_key,
+    quota_meter,
+)
+from app.auth.principal import Principal, require_tenant
 from app.chat.events import ErrorEvent, Event
 from app.chat.runner import TurnResult
 from app.chat.schemas import (
@@ -221,9 +230,8 @@ def _chat_command(raw: str) -> WsChat:
 async def _authenticate_socket(websocket: WebSocket) -> Principal:
     """A key from the handshake headers or, for browsers that cannot set headers, from a first
     {"type": "auth", "api_key": ...} message."""
-    authenticator = runtime(websocket.app).authenticator
-    key = presented_key(websocket.headers.get("authorization"), websocket.headers.get("x-api-key"))
-    if key is None and await authenticator.keys_configured():
+    key = connection_key(websocket)
+    if key is None and await runtime(websocket.app).authenticator.keys_configured():
         try:
             async with asyncio.timeout(WS_AUTH_TIMEOUT_SECONDS):
                 first = json.loads(await websocket.receive_text())
@@ -231,8 +239,7 @@ async def _authenticate_socket(websocket: WebSocket) -> Principal:
             key = offered if isinstance(offered, str) else None
         except (TimeoutError, ValueError):
             key = None
-    client = websocket.client.host if websocket.client else None
-    return require_tenant(await authenticator.authenticate(key, client))
+    return require_tenant(await authenticate_connection(websocket, key))
 
 
 async def _forward(websocket: WebSocket, queue: asyncio.Queue[Event | None], send_timeout: float) -> Closing | None:

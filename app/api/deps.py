@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.requests import HTTPConnection
 
 from app.agents.models import Agent
 from app.agents.service import find_agent
@@ -38,13 +39,23 @@ SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 EmbedderDep = Annotated[Embedder, Depends(get_embedder)]
 
 
+def connection_key(connection: HTTPConnection) -> str | None:
+    return presented_key(connection.headers.get("authorization"), connection.headers.get("x-api-key"))
+
+
+async def authenticate_connection(connection: HTTPConnection, key: str | None = None) -> Principal:
+    """The one authentication of a request, WebSocket or MCP call: its key (by default the one in its headers) and
+    the client's address."""
+    client = connection.client.host if connection.client else None
+    return await runtime(connection.app).authenticator.authenticate(key or connection_key(connection), client)
+
+
 async def authenticate(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
-    client = request.client.host if request.client else None
-    return await runtime(request.app).authenticator.authenticate(presented_key(authorization, x_api_key), client)
+    return await authenticate_connection(request, presented_key(authorization, x_api_key))
 
 
 async def tenant_principal(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

@@ -8,24 +8,29 @@ from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemor
 from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
 from app.memory.schemas import (
     LABEL_PATTERN,
+    MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
     BlockWrite,
     CoreMemoryRead,
+    Instant,
     MessageRead,
     PassageBatchCreate,
     PassageBatchRead,
     PassageCreate,
     PassageRead,
+    PassageSupersede,
     RevisionRead,
 )
-from app.memory.service import Mode
+from app.memory.service import Mode, NewPassage, Validity
+from app.memory.timeline import supersede
 from app.pagination import Page
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
 Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
 Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
+AsOf = Annotated[Instant | None, Query(description="read memory as it was at this time (ISO 8601; without a zone, UTC)")]
 
 
 def parse_if_match(value: str | None) -> int | None:
@@ -42,9 +47,17 @@ def split_tags(tags: list[str] | None) -> list[str] | None:
 
 
 @router.get("/memory")
-async def get_core_memory(agent: AgentDep, core: CoreMemoryDep) -> CoreMemoryRead:
-    """Core memory: every block with its value, limit and version."""
-    return CoreMemoryRead(blocks=[BlockRead.of(b) for b in await core.blocks_of(agent.id)])
+async def get_core_memory(agent: AgentDep, core: CoreMemoryDep, as_of: AsOf = None) -> CoreMemoryRead:
+    """Core memory: every block with its value, limit and version; with `as_of`, the blocks as they were then (each
+    at its revision of then, `updated_at` that revision's time; limit, description and read-only as they are now)."""
+    if as_of is None:
+        return CoreMemoryRead(blocks=[BlockRead.of(b) for b in await core.blocks_of(agent.id)])
+    return CoreMemoryRead(
+        blocks=[
+            BlockRead.of(b, value=r.value, version=r.version, updated_at=r.created_at)
+            for b, r in await core.as_of(agent.id, as_of)
+        ]
+    )
 
 
 @router.put(
@@ -95,7 +108,7 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 )
 async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent.id, [(body.content, body.tags)])
+    [stored] = await archival.add(agent.id, [NewPassage(body.content, body.tags, body.occurred_at)])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -104,25 +117,52 @@ async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMe
 @router.post("/archival/batch", status_code=201)
 async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep) -> PassageBatchRead:
     """Add up to 500 passages at once; near-duplicates come back as the stored passage with `duplicate: true`."""
-    stored = await archival.add(agent.id, [(item.content, item.tags) for item in body.items])
+    stored = await archival.add(agent.id, [NewPassage(item.content, item.tags, item.occurred_at) for item in body.items])
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
+
+
+@router.post(
+    "/archival/{passage_id}/supersede",
+    status_code=201,
+    responses={
+        200: {"model": PassageRead, "description": "A current passage with the same text is the successor: that passage"},
+        409: {"model": ErrorBody, "description": "The passage is already superseded (the detail names its successor)"},
+    },
+)
+async def supersede_passage(
+    agent: AgentDep, passage_id: uuid.UUID, body: PassageSupersede, archival: ArchivalMemoryDep, response: Response
+) -> PassageRead:
+    """Store the fact that replaces a passage, and close the old one: it stays, valid until the new one's
+    `occurred_at` and `superseded_by` it, out of default reads but found `as_of` an earlier time (or with
+    `include_superseded`). Returns the new passage."""
+    stored = await supersede(archival, agent.id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at)
+    if stored.duplicate:
+        response.status_code = 200
+    return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
 
 @router.get("/archival")
 async def search_or_list_passages(
     agent: AgentDep,
     archival: ArchivalMemoryDep,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    query: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="search text; omit to list")] = None,
     k: Annotated[int, Query(ge=1, le=100, description="results of a search")] = 10,
     min_score: Annotated[float, Query(ge=0, le=1, description="drop search results scoring below this")] = 0.0,
     mode: Annotated[Mode, Query(description="hybrid (default), or one side alone: vector or text")] = "hybrid",
     tags: Tags = None,
-    after: datetime | None = None,
-    before: datetime | None = None,
+    after: Annotated[datetime | None, Query(description="only passages stored after this time")] = None,
+    before: Annotated[datetime | None, Query(description="only passages stored before this time")] = None,
+    as_of: AsOf = None,
+    include_superseded: Annotated[bool, Query(description="superseded passages too (default: current ones only)")] = False,
     limit: Annotated[int, Query(ge=1, le=200, description="page size of a listing")] = 50,
     cursor: str | None = None,
 ) -> Page[PassageRead]:
-    """Hybrid search (vector + BM25 full-text, scores fused) with `query`; otherwise list newest first."""
+    """Hybrid search (vector + BM25 full-text, scores fused) with `query`; otherwise list newest first (by when
+    stored). Current passages only (not superseded; a fact dated in the future is current), unless `as_of` asks
+    for those valid then (`occurred_at` by then, and `valid_until` unset or later) or `include_superseded` for all."""
+    if as_of is not None and include_superseded:
+        raise Unprocessable("give as_of (what was valid then) or include_superseded (everything), not both")
+    validity = Validity(as_of=as_of, include_superseded=include_superseded)
     tag_list = split_tags(tags)
     if query is not None:
         matches = await archival.search(
@@ -134,9 +174,12 @@ async def search_or_list_passages(
             before=before,
             min_score=min_score,
             mode=mode,
+            validity=validity,
         )
         return Page[PassageRead](items=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
-    page, next_cursor = await archival.page(agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before)
+    page, next_cursor = await archival.page(
+        agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before, validity=validity
+    )
     return Page[PassageRead](items=[PassageRead.of(p) for p in page], next_cursor=next_cursor)
 
 
@@ -148,7 +191,7 @@ async def get_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archival
 
 @router.delete("/archival/{passage_id}", status_code=204)
 async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> Response:
-    """Delete one passage."""
+    """Delete one passage (the passages it superseded become current again)."""
     await archival.delete(agent.id, passage_id)
     return Response(status_code=204)
 
@@ -157,7 +200,7 @@ async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archi
 async def list_messages(
     agent: AgentDep,
     recall: RecallMemoryDep,
-    query: Annotated[str | None, Query(min_length=1, max_length=2000, description="search text; omit to list")] = None,
+    query: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="search text; omit to list")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     after: datetime | None = None,
     before: datetime | None = None,

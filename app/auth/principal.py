@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.auth.keys import KeyRepository, key_limits, same_secret
+from app.auth.keys import key_limits, same_secret
 from app.auth.models import DEFAULT_TENANT_ID
+from app.auth.repository import KeyRepository
 from app.errors import EngramError
 from app.quotas.service import Limits
 

@@ -14,8 +14,7 @@ from app.chat import prompt
 from app.chat.tokens import estimate_tokens, json_tokens, message_tokens
 from app.chat.tools import TOOL_SCHEMAS
 from app.memory.models import Message
-from app.memory.repository import MessageRepository
-from app.memory.service import CoreMemory
+from app.memory.service import CoreMemory, MessageLog
 from app.settings import Settings
 
 TOOLS_TOKENS = json_tokens(TOOL_SCHEMAS)
@@ -60,7 +59,7 @@ async def load_context(
     memories: str | None = None,
 ) -> ContextView:
     blocks = await CoreMemory(session).blocks_of(agent.id)
-    messages = prompt.well_formed(await MessageRepository(session).since(agent.id, agent.context_start_seq))
+    messages = prompt.well_formed(await MessageLog(session).since(agent.id, agent.context_start_seq))
     converted = [prompt.to_openai(m) for m in messages]
     per_message = [message_tokens(m) for m in converted]
     window = settings.context_window_for(agent.model or settings.default_llm_model)

@@ -14,7 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import transaction
 from app.detached import DetachedTasks
 from app.llm.embeddings import Embedder
-from app.memory.repository import MessageRepository
+from app.memory.service import MessageLog
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.chat.vectors")
@@ -43,7 +43,7 @@ class MessageVectors:
     async def fill_missing(self, batch: int = FILL_BATCH) -> int:
         """Vectors of settled messages that have none, a batch at a time; how many were filled."""
         async with self.sessions() as session:
-            missing = await MessageRepository(session).unembedded(limit=batch, settled_before=utcnow() - SETTLED_AFTER)
+            missing = await MessageLog(session).unembedded(limit=batch, settled_before=utcnow() - SETTLED_AFTER)
         if not missing:
             return 0
         vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
@@ -53,7 +53,7 @@ class MessageVectors:
 
     async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
         async with transaction(self.sessions) as session:
-            messages = MessageRepository(session)
+            messages = MessageLog(session)
             for message_id, vector in vectors:
                 await messages.set_embedding(message_id, vector, self.embedder.model)
 

@@ -25,7 +25,9 @@ in `human` and your own persona in `persona`. When a fact changes (a new name, a
 condense it and move details to archival memory.
 2. Archival memory is an unlimited store you search by meaning and keywords. Save preferences, events, plans and \
 details worth keeping with `archival_memory_create` (one self-contained fact per passage). Before you answer a \
-question about something the user told you earlier, search it with `archival_memory_search`; never guess.
+question about something the user told you earlier, search it with `archival_memory_search`; never guess. \
+Memories are dated when they happened. When a stored fact stops being true (the user moved, a plan or preference \
+changed), replace it with `archival_memory_supersede` (its id, the new fact): the old one is kept as history.
 3. Recall memory is the full conversation history. Only recent messages are in your context; find older ones \
 with `conversation_search`.
 
@@ -66,7 +68,7 @@ def system_prompt(
             f"## Memory pressure\nYour context window is {pressure:.0%} full. Older messages will soon be summarised "
             "and leave your context. Save anything important that is not yet stored to core or archival memory now."
         )
-    parts.append(f"Current time: {now:%Y-%m-%d %H:%M %Z}")
+    parts.append(f"Current time: {now:%A %Y-%m-%d %H:%M %Z} (today's date: {now:%Y-%m-%d})")
     return "\n\n".join(parts)
 
 

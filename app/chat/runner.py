@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.repository import AgentRepository
-from app.agents.service import find_agent
+from app.agents.service import find_agent, move_context_start, running_agent
 from app.chat import tools
 from app.chat.context import (
     SUMMARY_MAX_CHARS,
@@ -56,7 +55,7 @@ from app.memory import lexical
 from app.memory.models import Message
 from app.memory.recollection import recollect
 from app.memory.recollection import render as render_recollections
-from app.memory.repository import MessageRepository
+from app.memory.service import MessageLog
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 from app.models_base import utcnow
 from app.settings import Settings
@@ -224,7 +223,7 @@ class TurnRunner:
         async with state.committing(self.sessions) as session:
             await find_agent(session, agent_id, tenant_id=None)  # the caller checked the tenant
             turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
-            user = await MessageRepository(session).add(
+            user = await MessageLog(session).add(
                 Message(
                     agent_id=agent_id,
                     turn_id=turn.id,
@@ -279,7 +278,7 @@ class TurnRunner:
 
     async def _recollect(self, state: _TurnState, message: str, embedding: list[float]) -> str | None:
         async with transaction(self.sessions) as session:
-            agent = await AgentRepository(session).get(state.agent_id)
+            agent = await running_agent(session, state.agent_id)
             if agent is None:
                 return None
             found = await recollect(
@@ -296,7 +295,7 @@ class TurnRunner:
     async def _fit_context(self, state: _TurnState) -> tuple[Agent, ContextView] | None:
         """The context for the next step; over the eviction threshold, old turns leave it for a summary."""
         async with transaction(self.sessions) as session:
-            agent = await AgentRepository(session).get(state.agent_id)
+            agent = await running_agent(session, state.agent_id)
             if agent is None:
                 return None
             view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
@@ -306,12 +305,9 @@ class TurnRunner:
         evicted = [m for m in view.messages if (m.seq or 0) < cut]
         summary = await self._summarise(state, agent, evicted)
         async with transaction(self.sessions) as session:
-            agent = await AgentRepository(session).get(state.agent_id, for_update=True)
+            agent = await move_context_start(session, state.agent_id, summary, cut)
             if agent is None:
                 return None
-            agent.summary, agent.context_start_seq = summary, cut
-            session.add(agent)
-            await session.flush()
             view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
         log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
         return agent, view
@@ -348,7 +344,7 @@ class TurnRunner:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
         async with state.committing(self.sessions) as session:
-            messages = MessageRepository(session)
+            messages = MessageLog(session)
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
 
@@ -369,7 +365,7 @@ class TurnRunner:
         assistant.search_text = lexical.search_text(recall_text)
         sent = False
         async with state.committing(self.sessions) as session:
-            messages = MessageRepository(session)
+            messages = MessageLog(session)
             await messages.add(assistant)
             ctx = tools.ToolContext(
                 session=session,

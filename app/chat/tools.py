@@ -9,9 +9,12 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import EngramError, rejected_as_data
+from app.errors import EngramError, format_validation, rejected_as_data
 from app.llm.embeddings import Embedder
+from app.memory.models import ArchivalPassage
+from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
+from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
 
 PAGE_SIZE = 5
@@ -51,8 +54,13 @@ class CoreMemoryReplace(BaseModel):
 
 
 class ArchivalMemoryCreate(BaseModel):
-    content: str = Field(min_length=1, max_length=20_000, description="A self-contained fact or note to remember.")
-    tags: list[str] = Field(default_factory=list, max_length=16, description="Optional short topic tags.")
+    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="A self-contained fact or note to remember.")
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Optional short topic tags.")
+
+
+class ArchivalMemorySupersede(BaseModel):
+    passage_id: uuid.UUID = Field(description="The id of the archival memory that is no longer true (from a search or save).")
+    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="The fact as it is now, self-contained.")
 
 
 class ArchivalMemorySearch(BaseModel):
@@ -93,11 +101,33 @@ async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str])
     return f"Block '{label}' updated ({len(block.value)}/{block.char_limit} characters). It now reads:\n{block.value}"
 
 
+def passage_line(passage: ArchivalPassage) -> str:
+    return f"- id {passage.id} [{passage.occurred_at:%Y-%m-%d}] {passage.content}"
+
+
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
-    [stored] = await ArchivalMemory(ctx.session, ctx.embedder).add(ctx.agent_id, [(args.content, args.tags)])
+    archival = ArchivalMemory(ctx.session, ctx.embedder)
+    [stored] = await archival.add(ctx.agent_id, [(args.content, args.tags)])
     if stored.duplicate:
         return f"Already in archival memory, not stored again: {stored.passage.content}"
-    return f"Saved to archival memory (id {stored.passage.id})."
+    saved = f"Saved to archival memory (id {stored.passage.id})."
+    others = await related(archival, ctx.agent_id, stored.passage)
+    if not others:
+        return saved
+    return (
+        f"{saved} Current memories possibly about the same thing:\n"
+        + "\n".join(passage_line(p) for p in others)
+        + "\nIf the new fact replaces one of them (a move, a changed plan or preference), call archival_memory_supersede "
+        "with that memory's id and the same new text (the passage just saved becomes its successor): the old one is "
+        "kept as history, no longer current."
+    )
+
+
+async def archival_memory_supersede(ctx: ToolContext, args: ArchivalMemorySupersede) -> str:
+    stored = await supersede(ArchivalMemory(ctx.session, ctx.embedder), ctx.agent_id, args.passage_id, args.content)
+    return (
+        f"Archival memory {args.passage_id} is superseded (history from now on) by {stored.passage.id}: {stored.passage.content}"
+    )
 
 
 async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -> str:
@@ -107,8 +137,8 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
     page = matches[args.page * args.k :]
     if not page:
         return "No archival memories match." if args.page == 0 else "No more results."
-    lines = [f"[{m.passage.created_at:%Y-%m-%d}] (score {m.score:.2f}) {m.passage.content}" for m in page]
-    return f"{len(page)} archival memories (page {args.page}):\n" + "\n".join(lines)
+    lines = [f"{passage_line(m.passage)} (score {m.score:.2f})" for m in page]
+    return f"{len(page)} current archival memories, dated when they happened (page {args.page}):\n" + "\n".join(lines)
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
@@ -118,7 +148,7 @@ async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str
     page = hits[args.page * PAGE_SIZE :]
     if not page:
         return "No earlier messages match." if args.page == 0 else "No more results."
-    lines = [f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role}: {m.recall_text()}" for m, _ in page]
+    lines = [f"[{m.occurred_at:%Y-%m-%d %H:%M}] {m.role}: {m.recall_text()}" for m, _ in page]
     return f"{len(page)} earlier messages (page {args.page}):\n" + "\n".join(lines)
 
 
@@ -161,6 +191,13 @@ TOOLS: dict[str, Tool] = {
             archival_memory_create,
         ),
         Tool(
+            "archival_memory_supersede",
+            "Replace an archival memory that is no longer true (the user moved, a plan or preference changed) with the "
+            "current fact. The old one is kept as history, no longer current.",
+            ArchivalMemorySupersede,
+            archival_memory_supersede,
+        ),
+        Tool(
             "archival_memory_search",
             "Search archival memory (meaning and keywords). Use it before answering about anything the user told you before.",
             ArchivalMemorySearch,
@@ -199,8 +236,7 @@ async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> To
     try:
         args = tool.args.model_validate(arguments)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        return ToolOutcome(False, f"Error: invalid arguments for {name}: {problems}.", arguments)
+        return ToolOutcome(False, f"Error: invalid arguments for {name}: {format_validation(exc.errors())}.", arguments)
     try:
         async with ctx.session.begin_nested():
             return ToolOutcome(True, await tool.run(ctx, args), arguments)

@@ -36,7 +36,7 @@ def one_line_errors() -> Iterator[None]:
     import pydantic
     from sqlalchemy.exc import DBAPIError
 
-    from app.errors import EngramError
+    from app.errors import EngramError, format_validation
 
     try:
         yield
@@ -48,9 +48,9 @@ def one_line_errors() -> Iterator[None]:
         where = f": {exc.filename}" if exc.filename else ""
         raise SystemExit(f"engram: {exc.strerror or exc}{where}") from None
     except pydantic.ValidationError as exc:  # settings from the environment
-        names = (f"ENGRAM_{'.'.join(map(str, e['loc'])).upper()}" for e in exc.errors())
-        problems = "; ".join(f"{name}: {e['msg']}" for name, e in zip(names, exc.errors(), strict=True))
-        raise SystemExit(f"engram: invalid settings: {problems}") from None
+        # Each problem named by the environment variable the user set.
+        named = [{**e, "loc": (f"ENGRAM_{'.'.join(map(str, e['loc'])).upper()}",)} for e in exc.errors()]
+        raise SystemExit(f"engram: invalid settings: {format_validation(named)}") from None
     except DBAPIError as exc:  # the database refused (a wrong password, no such database, …)
         reason = str(exc.orig or exc).strip().splitlines()[0]
         raise SystemExit(f"engram: the database refused: {reason}") from None

@@ -89,7 +89,8 @@ def migrated_database_url() -> str:
 def _keys_create(args: argparse.Namespace) -> None:
     """Issue a key for a tenant (by id or name; a new name creates the tenant). Prints the key once."""
     from app import db
-    from app.auth.keys import IssuedKey, KeyRepository
+    from app.auth.keys import IssuedKey
+    from app.auth.service import KeyService
     from app.errors import NotFound
 
     tenant_id = _uuid_or_none(args.tenant)
@@ -99,7 +100,7 @@ def _keys_create(args: argparse.Namespace) -> None:
         engine = db.create_engine(url)
         try:
             async with db.transaction(db.session_factory(engine)) as session:
-                keys = KeyRepository(session)
+                keys = KeyService(session)
                 tenant = next((t for t in await keys.tenants() if t.id == tenant_id or t.name == args.tenant), None)
                 if tenant is None and tenant_id is not None:
                     raise NotFound(f"no tenant {tenant_id} (a new tenant is created by name: --tenant acme)")
@@ -116,7 +117,7 @@ def _keys_create(args: argparse.Namespace) -> None:
 
 def _keys_revoke(args: argparse.Namespace) -> None:
     from app import db
-    from app.auth.keys import KeyRepository
+    from app.auth.service import KeyService
 
     key_id = _uuid_or_none(args.key_id)
     if key_id is None:
@@ -127,7 +128,7 @@ def _keys_revoke(args: argparse.Namespace) -> None:
         engine = db.create_engine(url)
         try:
             async with db.transaction(db.session_factory(engine)) as session:
-                await KeyRepository(session).revoke(key_id)
+                await KeyService(session).revoke(key_id)
         finally:
             await engine.dispose()
 

@@ -8,13 +8,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.events import TurnCompleted, Usage
 from app.chat.locks import lock_key
 from app.chat.message_vectors import MessageVectors
-from app.chat.repository import TurnRepository
+from app.chat.service import interrupt_turn, running_turns
 from app.db import transaction
 from app.delivery.relay import announce
-from app.models_base import utcnow
 
 log = logging.getLogger("engram.recovery")
 
@@ -36,7 +34,7 @@ async def sweep(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession],
 
 async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession]) -> int:
     async with sessions() as session:
-        running = await TurnRepository(session).running()
+        running = await running_turns(session)
     closed = 0
     for turn in running:
         async with engine.connect() as conn:
@@ -45,23 +43,10 @@ async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionm
                 continue  # a live process is running this agent's turn
             try:
                 async with transaction(sessions) as session:
-                    turns = TurnRepository(session)
-                    current = await turns.get(turn.agent_id, turn.id)
-                    if current is None or current.status != "running":
+                    completed = await interrupt_turn(session, turn.agent_id, turn.id)
+                    if completed is None:
                         continue
-                    events = await turns.events(turn.id)
-                    completed = TurnCompleted(
-                        agent_id=turn.agent_id,
-                        turn_id=turn.id,
-                        seq=(events[-1].seq + 1) if events else 0,
-                        stop_reason="interrupted",
-                        reply=current.reply or "",
-                        usage=Usage.model_validate(current.usage or {}),
-                    )
-                    await turns.add_events(turn.id, turn.agent_id, [completed.model_dump(mode="json")])
                     await announce(session, uuid.uuid4(), turn.id, turn.agent_id, [completed.seq])  # every replica relays it
-                    current.status, current.stop_reason, current.finished_at = "interrupted", "interrupted", utcnow()
-                    session.add(current)
                     closed += 1
             finally:
                 await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(turn.agent_id)})

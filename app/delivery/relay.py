@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.events import Event
-from app.chat.repository import TurnRepository
+from app.chat.service import turn_events
 from app.delivery.hub import EventHub
 
 log = logging.getLogger("engram.relay")
@@ -100,7 +100,7 @@ class EventRelay:
 
     async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
         async with self.sessions() as session:
-            stored = await TurnRepository(session).events(turn_id, after_seq=first - 1)
+            stored = await turn_events(session, turn_id, after_seq=first - 1)
         for event in stored:
             if event.seq <= last:
                 self.hub.publish(event)

@@ -8,8 +8,8 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import count_request
-from app.auth.principal import Forbidden, presented_key, require_tenant
+from app.api.deps import authenticate_connection, count_request
+from app.auth.principal import Forbidden, require_tenant
 from app.mcp_server.server import Caller, build_server
 from app.runtime import runtime
 
@@ -62,9 +62,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         state = runtime(request.app)
-        key = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
-        client = request.client.host if request.client else None
-        principal = require_tenant(await state.authenticator.authenticate(key, client))
+        principal = require_tenant(await authenticate_connection(request))
         if not await state.authenticator.keys_configured() and await _LOOPBACK_ONLY.validate_request(request) is not None:
             raise Forbidden("without API keys, /mcp answers only requests addressed to a loopback host (127.0.0.1, localhost)")
         await count_request(request, principal)

@@ -13,6 +13,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app import __version__
 from app.agents.models import Agent
 from app.agents.service import find_agent, tenant_agents
 from app.api.deps import quota_meter
@@ -33,6 +34,7 @@ from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,
     MAX_PASSAGE_CHARS,
+    MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
     PassageRead,
@@ -59,7 +61,7 @@ CallerOf = Callable[[Context], Caller]
 
 AgentId = Annotated[uuid.UUID, Field(description="the agent's id (from list_agents)")]
 Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="the block's label, e.g. `human` or `persona`")]
-Query = Annotated[str, Field(min_length=1, max_length=2000, description="what to look for, in any language")]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for, in any language")]
 K = Annotated[int, Field(ge=1, le=100, description="at most this many results")]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -93,7 +95,7 @@ def build_server(
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        server: MCPServer = MCPServer("engram", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan)
+        server: MCPServer = MCPServer("engram", instructions=INSTRUCTIONS, version=__version__, lifespan=lifespan)
     finally:  # MCPServer() calls logging.basicConfig (a handler and INFO on the root logger): logging stays Engram's
         root.handlers[:] = handlers
         root.setLevel(level)

@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Computed,
+    DateTime,
     ForeignKey,
     Identity,
     Index,
@@ -19,12 +20,22 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlmodel import Field, SQLModel
 
 from app.models_base import agent_fk, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
+
+
+def _when_stored(context: DefaultExecutionContext) -> Any:
+    return context.get_current_parameters()["created_at"]
+
+
+def occurred_field() -> Any:
+    """When it happened or was said (`created_at`: when it was stored). Not given (None): the row's created_at."""
+    return Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=False, default=_when_stored))
 
 
 class MemoryBlock(SQLModel, table=True):
@@ -68,6 +79,8 @@ class ArchivalPassage(SQLModel, table=True):
         ),
         Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
+        Index("ix_archival_passages_agent_occurred", "agent_id", "occurred_at"),
+        Index("ix_archival_passages_superseded_by", "superseded_by", postgresql_where="superseded_by IS NOT NULL"),
     )
 
     id: uuid.UUID = id_field()
@@ -81,6 +94,14 @@ class ArchivalPassage(SQLModel, table=True):
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field()
+    occurred_at: datetime = occurred_field()
+    # A superseded passage: the one that replaced it, and from when (its occurred_at). Both or neither are set;
+    # a passage is current while neither is.
+    valid_until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    superseded_by: uuid.UUID | None = Field(
+        default=None,
+        sa_column=Column(UUID(as_uuid=True), ForeignKey("archival_passages.id", ondelete="SET NULL")),
+    )
 
 
 class Message(SQLModel, table=True):
@@ -108,6 +129,7 @@ class Message(SQLModel, table=True):
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field(index=True)
+    occurred_at: datetime = occurred_field()
 
     def recall_text(self) -> str:
         """What this message said, for search and display: its text plus anything it sent to the user."""

@@ -34,7 +34,7 @@ BUDGET_CHARS = 1500  # of all of them
 class Recollection:
     source: str  # "archival" | "conversation"
     content: str
-    created_at: datetime
+    occurred_at: datetime
     similarity: float
     margin: float
     coverage: float
@@ -46,7 +46,7 @@ class Recollection:
         return self.margin >= MIN_MARGIN or self.coverage >= MIN_COVERAGE
 
     def line(self) -> str:
-        return f"- [{self.source}, {self.created_at:%Y-%m-%d}] {self.content[:RECOLLECTION_CHARS]}"
+        return f"- [{self.source}, {self.occurred_at:%Y-%m-%d}] {self.content[:RECOLLECTION_CHARS]}"
 
 
 def coverage(query_tokens: set[str], search_text: str) -> float:
@@ -83,17 +83,17 @@ async def hits(
     k: int,
     context_start_seq: int,
 ) -> list[Recollection]:
-    """The top `k` archival passages and earlier messages (those no longer in the context), with what the gate
-    judges them on, before it does."""
+    """The top `k` current archival passages (never a superseded one) and earlier messages (those no longer in the
+    context), with what the gate judges them on, before it does."""
     query_tokens = set(lexical.query_terms(query))
     base = await baseline(embedder, embedding)
     passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
     messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
     found = [
-        ("archival", m.passage.content, m.passage.created_at, m.similarity, m.score, m.passage.search_text) for m in passages
+        ("archival", m.passage.content, m.passage.occurred_at, m.similarity, m.score, m.passage.search_text) for m in passages
     ]
     found += [
-        ("conversation", f"{m.role}: {m.recall_text()}", m.created_at, h.similarity, h.score, m.search_text) for m, h in messages
+        ("conversation", f"{m.role}: {m.recall_text()}", m.occurred_at, h.similarity, h.score, m.search_text) for m, h in messages
     ]
     return [
         Recollection(source, content, when, similarity, similarity - base, coverage(query_tokens, tokens), score)

@@ -5,8 +5,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, text, update
+from sqlalchemy import Float, Select, and_, delete, func, or_, select, text, update
 from sqlalchemy.orm import defer
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -53,6 +54,17 @@ class BlockRepository:
         self.session.add(revision)
         await self.session.flush()
 
+    async def as_of(self, agent_id: uuid.UUID, moment: datetime) -> list[tuple[MemoryBlock, MemoryBlockRevision]]:
+        """Each of the agent's blocks that had a revision by `moment`, with the newest such revision, by label."""
+        query = (
+            select(MemoryBlock, MemoryBlockRevision)
+            .join(MemoryBlockRevision, col(MemoryBlockRevision.block_id) == col(MemoryBlock.id))
+            .where(col(MemoryBlock.agent_id) == agent_id, col(MemoryBlockRevision.created_at) <= moment)
+            .order_by(col(MemoryBlock.label), col(MemoryBlockRevision.version).desc())
+            .distinct(col(MemoryBlock.label))
+        )
+        return [(block, revision) for block, revision in (await self.session.execute(query)).all()]
+
     async def history(self, block_id: uuid.UUID) -> Sequence[MemoryBlockRevision]:
         query = (
             select(MemoryBlockRevision)
@@ -69,6 +81,32 @@ class PassageMatch:
     similarity: float
 
 
+@dataclass(frozen=True)
+class Validity:
+    """Which passages a read sees: the current ones (not superseded; a fact dated in the future is current), those
+    valid at `as_of` (it had happened by then, and had not been superseded yet), or every one."""
+
+    as_of: datetime | None = None
+    include_superseded: bool = False
+
+    def sql(self) -> tuple[list[str], dict[str, Any]]:
+        """The conditions as SQL over the table's columns, and their parameters."""
+        if self.as_of is not None:
+            return ["occurred_at <= :as_of", "(valid_until IS NULL OR valid_until > :as_of)"], {"as_of": self.as_of}
+        return ([] if self.include_superseded else ["superseded_by IS NULL"]), {}
+
+    def applied(self, query: Select[Any]) -> Select[Any]:
+        if self.as_of is not None:
+            valid_until = col(ArchivalPassage.valid_until)
+            return query.where(
+                col(ArchivalPassage.occurred_at) <= self.as_of, or_(valid_until.is_(None), valid_until > self.as_of)
+            )
+        return query if self.include_superseded else query.where(col(ArchivalPassage.superseded_by).is_(None))
+
+
+CURRENT = Validity()
+
+
 class PassageRepository:
     def __init__(self, session: AsyncSession):
         self.session = session
@@ -79,9 +117,15 @@ class PassageRepository:
         return passages
 
     async def nearest(
-        self, agent_id: uuid.UUID, vectors: list[list[float]], *, k: int, min_similarity: float
+        self,
+        agent_id: uuid.UUID,
+        vectors: list[list[float]],
+        *,
+        k: int,
+        min_similarity: float,
+        exclude: Sequence[uuid.UUID] = (),
     ) -> list[list[ArchivalPassage]]:
-        """For each vector, the agent's stored passages within min_similarity, closest first (one statement)."""
+        """For each vector, the agent's current passages within min_similarity, closest first (one statement)."""
         if not vectors:
             return []
         rows = (
@@ -90,12 +134,19 @@ class PassageRepository:
             SELECT q.i, p.id FROM unnest(CAST(:vectors AS vector[])) WITH ORDINALITY AS q(v, i)
             CROSS JOIN LATERAL (
                 SELECT id, embedding <=> q.v AS distance FROM archival_passages
-                WHERE agent_id = :agent_id ORDER BY embedding <=> q.v LIMIT :k
+                WHERE agent_id = :agent_id AND superseded_by IS NULL AND id <> ALL(CAST(:exclude AS uuid[]))
+                ORDER BY embedding <=> q.v LIMIT :k
             ) p
             WHERE p.distance <= :max_distance
             ORDER BY q.i, p.distance
         """),
-                {"vectors": [str(v) for v in vectors], "agent_id": agent_id, "k": k, "max_distance": 1 - min_similarity},
+                {
+                    "vectors": [str(v) for v in vectors],
+                    "agent_id": agent_id,
+                    "k": k,
+                    "max_distance": 1 - min_similarity,
+                    "exclude": list(exclude),
+                },
             )
         ).all()
         if not rows:
@@ -111,15 +162,39 @@ class PassageRepository:
             out[row.i - 1].append(by_id[row.id])
         return out
 
-    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage | None:
+    async def closest(
+        self, agent_id: uuid.UUID, vector: list[float], *, k: int, exclude: Sequence[uuid.UUID] = ()
+    ) -> list[tuple[ArchivalPassage, float]]:
+        """The agent's `k` current passages closest to `vector`, with their cosine similarity, closest first."""
+        distance = col(ArchivalPassage.embedding).op("<=>", return_type=Float)(vector)  # cosine distance (pgvector)
+        query = (
+            select(ArchivalPassage, 1 - distance)
+            .options(NO_PASSAGE_VECTOR)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by).is_(None))
+            .where(col(ArchivalPassage.id).not_in(exclude))
+            .order_by(distance)
+            .limit(k)
+        )
+        return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
+
+    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID, *, for_update: bool = False) -> ArchivalPassage | None:
         query = (
             select(ArchivalPassage)
             .options(NO_PASSAGE_VECTOR)
             .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
         )
+        if for_update:
+            # populate_existing: a row read earlier in this session must not hide a newer committed state.
+            query = query.with_for_update().execution_options(populate_existing=True)
         return (await self.session.scalars(query)).first()
 
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
+        """Delete a passage; the passages it superseded are current again."""
+        await self.session.execute(
+            update(ArchivalPassage)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by) == passage_id)
+            .values(valid_until=None, superseded_by=None)
+        )
         result = await self.session.exec(
             delete(ArchivalPassage).where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
         )
@@ -134,9 +209,11 @@ class PassageRepository:
         tags: list[str] | None = None,
         after: datetime | None = None,
         before: datetime | None = None,
+        validity: Validity = CURRENT,
     ) -> Sequence[ArchivalPassage]:
         """Newest first; after_key is the (created_at, id) of the last row of the previous page."""
         query = select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.agent_id) == agent_id)
+        query = validity.applied(query)
         if tags:
             query = query.where(col(ArchivalPassage.tags).contains(tags))
         if after:
@@ -165,7 +242,9 @@ class PassageRepository:
         after: datetime | None = None,
         before: datetime | None = None,
         mode: Mode = "hybrid",
+        validity: Validity = CURRENT,
     ) -> list[PassageMatch]:
+        valid, valid_params = validity.sql()
         found = await hybrid_search(
             self.session,
             ArchivalPassage,
@@ -174,8 +253,8 @@ class PassageRepository:
             terms=terms,
             k=k,
             mode=mode,
-            where=["tags @> CAST(:tags AS text[])"] if tags else [],
-            params={"tags": tags},
+            where=[*valid, *(["tags @> CAST(:tags AS text[])"] if tags else [])],
+            params={"tags": tags, **valid_params},
             after=after,
             before=before,
             sequence=("created_at", "id"),

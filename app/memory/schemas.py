@@ -1,8 +1,8 @@
 import uuid
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, Field, model_validator
 
 from app.read_model import ReadModel
 from app.request_body import RequestBody
@@ -13,6 +13,20 @@ MAX_BLOCK_LIMIT = 100_000
 MAX_BLOCKS = 32
 MAX_PASSAGE_CHARS = 20_000
 MAX_TAGS = 16
+MAX_QUERY_CHARS = 2000  # of a search query
+
+
+def _utc(moment: datetime) -> datetime:
+    """A time without a zone is taken as UTC (not as the server's local time); one PostgreSQL cannot hold, refused."""
+    try:
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValueError("the time is out of range") from None
+
+
+# An ISO 8601 date or time ("2024-05-01", "2024-05-01T09:30:00+09:00"); without a zone, UTC.
+Instant = Annotated[datetime, AfterValidator(_utc)]
+OCCURRED_AT = "when it happened or was said (ISO 8601; without a zone, UTC); default: now"
 
 
 class BlockCreate(RequestBody):
@@ -65,6 +79,13 @@ Tag = str
 class PassageCreate(RequestBody):
     content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    occurred_at: Instant | None = Field(default=None, description=OCCURRED_AT)
+
+
+class PassageSupersede(RequestBody):
+    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the fact as it is now")
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS, description="default: the superseded passage's tags")
+    occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}. The superseded passage is valid until then")
 
 
 class PassageBatchCreate(RequestBody):
@@ -75,7 +96,10 @@ class PassageRead(ReadModel):
     id: uuid.UUID
     content: str
     tags: list[str]
-    created_at: datetime
+    created_at: datetime = Field(description="when it was stored")
+    occurred_at: datetime = Field(description="when it happened or was said")
+    valid_until: datetime | None = Field(description="superseded passages: when the passage replacing it took effect")
+    superseded_by: uuid.UUID | None = Field(description="superseded passages: the passage replacing it; null: current")
     score: float | None = Field(
         default=None,
         description="searches only: 0..1, the rank score: min-max normalised cosine and normalised BM25 over the candidates, "
@@ -94,7 +118,8 @@ class MessageRead(ReadModel):
     role: Literal["user", "assistant", "tool", "system"]
     content: str
     turn_id: uuid.UUID | None
-    created_at: datetime
+    created_at: datetime = Field(description="when it was stored")
+    occurred_at: datetime = Field(description="when it was said (an imported message: as the import gave it)")
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None

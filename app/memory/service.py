@@ -5,7 +5,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -15,10 +15,12 @@ from app.memory import lexical
 from app.memory.hybrid import Hit, Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
 from app.memory.repository import (
+    CURRENT,
     BlockRepository,
     MessageRepository,
     PassageMatch,
     PassageRepository,
+    Validity,
 )
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCKS, BlockCreate
 from app.models_base import utcnow
@@ -138,6 +140,10 @@ class CoreMemory:
     async def history(self, agent_id: uuid.UUID, label: str) -> Sequence[MemoryBlockRevision]:
         return await self.blocks.history((await self.get(agent_id, label)).id)
 
+    async def as_of(self, agent_id: uuid.UUID, moment: datetime) -> list[tuple[MemoryBlock, MemoryBlockRevision]]:
+        """The blocks that existed at `moment`, each with its revision of then."""
+        return await self.blocks.as_of(agent_id, moment)
+
     async def _record(self, block: MemoryBlock, source: Source, turn_id: uuid.UUID | None) -> None:
         await self.blocks.add_revision(
             MemoryBlockRevision(block_id=block.id, version=block.version, value=block.value, source=source, turn_id=turn_id)
@@ -158,8 +164,20 @@ class Stored:
     duplicate: bool
 
 
+class NewPassage(NamedTuple):
+    content: str
+    tags: list[str]
+    occurred_at: datetime | None = None  # None: now
+
+
 def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
     return lexical.fingerprint(a.content) == lexical.fingerprint(b.content)
+
+
+def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage, dated: datetime | None) -> bool:
+    """The same text, and no date of its own (`dated`) that differs: the same words dated otherwise tell of another
+    event (the gym on Monday, the gym on Friday)."""
+    return same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
 
 
 class ArchivalMemory:
@@ -167,24 +185,35 @@ class ArchivalMemory:
         self.passages = PassageRepository(session)
         self.embedder = embedder
 
-    async def add(self, agent_id: uuid.UUID, items: list[tuple[str, list[str]]]) -> list[Stored]:
-        """Embed and store passages; a near-duplicate of a stored (or earlier in the batch) passage is not stored
-        again, and its original is returned instead."""
-        vectors = await self.embedder.embed_passages([content for content, _ in items])
-        neighbours = await self.passages.nearest(agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_CANDIDATE_SIMILARITY)
+    async def add(
+        self,
+        agent_id: uuid.UUID,
+        items: Sequence[NewPassage | tuple[str, list[str]]],
+        *,
+        exclude: Sequence[uuid.UUID] = (),
+    ) -> list[Stored]:
+        """Embed and store passages; a near-duplicate of a current (or earlier in the batch) passage is not stored
+        again, and its original is returned instead (never one of `exclude`)."""
+        news = [NewPassage(*item) for item in items]
+        vectors = await self.embedder.embed_passages([new.content for new in news])
+        neighbours = await self.passages.nearest(
+            agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_CANDIDATE_SIMILARITY, exclude=exclude
+        )
         stored: list[Stored] = []
         fresh: list[ArchivalPassage] = []
-        for (content, tags), vector, near in zip(items, vectors, neighbours, strict=True):
+        for new, vector, near in zip(news, vectors, neighbours, strict=True):
             candidate = ArchivalPassage(
                 agent_id=agent_id,
-                content=content,
-                tags=normalise_tags(tags),
+                content=new.content,
+                tags=normalise_tags(new.tags),
                 embedding=vector,
                 embedding_model=self.embedder.model,
-                search_text=lexical.search_text(content),
+                search_text=lexical.search_text(new.content),
             )
-            original = next((p for p in near if same_text(p, candidate)), None) or next(
-                (p for p in fresh if same_text(p, candidate)), None
+            if new.occurred_at is not None:  # else the time it is stored (occurred_field)
+                candidate.occurred_at = new.occurred_at
+            original = next((p for p in near if same_fact(p, candidate, new.occurred_at)), None) or next(
+                (p for p in fresh if same_fact(p, candidate, new.occurred_at)), None
             )
             if original is None:
                 fresh.append(candidate)
@@ -204,8 +233,10 @@ class ArchivalMemory:
         min_score: float = 0.0,
         mode: Mode = "hybrid",
         vector: list[float] | None = None,
+        validity: Validity = CURRENT,
     ) -> list[PassageMatch]:
-        """`vector`: the query's embedding, when the caller has it already."""
+        """`vector`: the query's embedding, when the caller has it already; `validity`: which passages (by default
+        the current ones)."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         matches = await self.passages.hybrid_search(
             agent_id,
@@ -216,6 +247,7 @@ class ArchivalMemory:
             after=after,
             before=before,
             mode=mode,
+            validity=validity,
         )
         return [m for m in matches if m.score >= min_score]
 
@@ -228,6 +260,7 @@ class ArchivalMemory:
         tags: list[str] | None = None,
         after: datetime | None = None,
         before: datetime | None = None,
+        validity: Validity = CURRENT,
     ) -> tuple[Sequence[ArchivalPassage], str | None]:
         """A page of passages, newest first, and the cursor of the next page (None on the last)."""
         rows = await self.passages.newest(
@@ -237,6 +270,7 @@ class ArchivalMemory:
             tags=normalise_tags(tags or []),
             after=after,
             before=before,
+            validity=validity,
         )
         return split_page(rows, limit, lambda p: (p.created_at, p.id))
 
@@ -247,6 +281,7 @@ class ArchivalMemory:
         return passage
 
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
+        """Delete a passage; the passages it superseded are current again."""
         if not await self.passages.delete(agent_id, passage_id):
             raise NotFound(f"no archival passage {passage_id}")
 
@@ -296,6 +331,29 @@ class RecallMemory:
         before_seq = decode_seq_cursor(cursor)[0] if cursor else None
         rows = await self.messages.newest(agent_id, limit=limit + 1, before_seq=before_seq, after=after, before=before)
         return split_page(rows, limit, lambda m: (m.seq or 0, m.id))
+
+
+class MessageLog:
+    """Recall memory as turns write and read it: messages appended in order, those since the context start read
+    back for the prompt, vectors filled in after the fact (app/chat/message_vectors.py). Searching is RecallMemory's."""
+
+    def __init__(self, session: AsyncSession):
+        self.messages = MessageRepository(session)
+
+    async def add(self, message: Message) -> Message:
+        return await self.messages.add(message)
+
+    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
+        return await self.messages.since(agent_id, from_seq)
+
+    async def count_before(self, agent_id: uuid.UUID, seq: int) -> int:
+        return await self.messages.count(agent_id, before_seq=seq)
+
+    async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
+        return await self.messages.unembedded(limit=limit, settled_before=settled_before)
+
+    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+        await self.messages.set_embedding(message_id, embedding, model)
 
 
 def normalise_tags(tags: list[str]) -> list[str]:

@@ -10,7 +10,9 @@ one file, and tolerant of missing optional fields. Two generations exist:
 Messages of both: `content` as a string or a list of parts (`text`, `reasoning`, …) or, older still, `text`;
 tool calls in OpenAI's shape (`{"id", "function": {"name", "arguments"}}`), tool results in `content` or
 `tool_returns`. What Engram has no place for (Letta's own tools, files, tool rules, the LLM settings) is reported,
-never dropped silently."""
+never dropped silently. Dates: a message's `created_at` (or `date`, as Letta's API names it) is when it was said, a
+passage's `created_at` when it was stored; each becomes the row's created_at and occurred_at (Letta keeps no other
+date of a fact, nor when it stopped being true)."""
 
 import json
 import re
@@ -274,7 +276,7 @@ def _messages(agent: dict[str, Any], created: datetime, report: Report) -> tuple
             skipped[str(message.get("role"))] = skipped.get(str(message.get("role")), 0) + 1
             continue
         text = _text(message)
-        when = _time(message.get("created_at"), when)
+        when = _time(message.get("created_at") or message.get("date"), when)
         entry: dict[str, Any] = {"id": str(uuid.uuid4()), "role": role, "content": text, "created_at": when.isoformat()}
         if role == "user":
             entry["role"], entry["content"] = _user_text(text)

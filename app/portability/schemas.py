@@ -8,14 +8,14 @@ of the size of JSON numbers), each with the name of the model that made it."""
 import base64
 import binascii
 import uuid
-from datetime import UTC, datetime
+from collections import Counter
 from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from app.agents.schemas import AgentRead
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, Instant
 from app.read_model import ReadModel
 
 FORMAT: Final = "engram.agent"
@@ -43,17 +43,6 @@ def _valid_vector(encoded: str | None) -> str | None:
 
 
 Vector = Annotated[str | None, AfterValidator(_valid_vector)]
-
-
-def _utc(moment: datetime) -> datetime:
-    """A time without a zone is taken as UTC (not as the server's local time); one PostgreSQL cannot hold, refused."""
-    try:
-        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-    except OverflowError:
-        raise ValueError("the time is out of range") from None
-
-
-Instant = Annotated[datetime, AfterValidator(_utc)]
 
 
 class _Strict(ReadModel):
@@ -97,8 +86,19 @@ class PassageDoc(_Strict):
     content: str = Field(min_length=1)
     tags: list[str] = Field(default_factory=list)
     created_at: Instant
+    occurred_at: Instant | None = Field(default=None, description="when it happened; default: created_at")
+    valid_until: Instant | None = Field(default=None, description="a superseded passage: when its successor took effect")
+    superseded_by: uuid.UUID | None = Field(default=None, description="a superseded passage: its successor's id (here)")
     embedding: Vector = None
     embedding_model: str | None = None
+
+    @model_validator(mode="after")
+    def _validity(self) -> "PassageDoc":
+        if (self.valid_until is None) != (self.superseded_by is None):
+            raise ValueError("valid_until and superseded_by go together: a passage is superseded by another from a date")
+        if self.superseded_by == self.id:
+            raise ValueError("a passage cannot supersede itself")
+        return self
 
 
 class ToolCallDoc(_Strict):
@@ -116,6 +116,7 @@ class MessageDoc(_Strict):
     tool_call_id: str | None = None
     name: str | None = None
     created_at: Instant
+    occurred_at: Instant | None = Field(default=None, description="when it was said; default: created_at")
     embedding: Vector = None
     embedding_model: str | None = None
 
@@ -167,6 +168,12 @@ class AgentDocument(_Strict):
             raise ValueError("block labels must be unique")
         if self.agent.context_start > len(self.messages):
             raise ValueError(f"agent.context_start is {self.agent.context_start}, past the {len(self.messages)} messages")
+        passage_ids = Counter(p.id for p in self.passages)
+        for i, passage in enumerate(self.passages):
+            if passage.superseded_by is not None and passage_ids[passage.superseded_by] != 1:
+                raise ValueError(
+                    f"passages[{i}] is superseded by {passage.superseded_by}, which is not one of the document's passages"
+                )
         turns = {t.id for t in self.turns}
         if len(turns) != len(self.turns):
             raise ValueError("two turns have the same id")

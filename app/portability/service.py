@@ -14,7 +14,7 @@ from app.agents.schemas import AgentRead
 from app.agents.service import name_taken
 from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
-from app.errors import Conflict, Unprocessable
+from app.errors import Conflict, Unprocessable, format_validation
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
@@ -97,18 +97,12 @@ def _validated(body: dict[str, Any]) -> AgentDocument:
             try:
                 event_adapter.validate_python(event)
             except ValidationError as exc:
-                raise Unprocessable(describe(exc, prefix=f"turns.{i}.events.{j}")) from None
+                raise Unprocessable(describe(exc, within=f"turns.{i}.events.{j}")) from None
     return document
 
 
-def describe(exc: ValidationError, limit: int = 10, prefix: str | None = None) -> str:
-    """Where each problem is (`messages.3.role`) and what it is."""
-    parts = []
-    for err in exc.errors()[:limit]:
-        where = ".".join([*([prefix] if prefix else []), *(str(p) for p in err["loc"])])
-        parts.append(f"{where}: {err['msg']}" if where else err["msg"])
-    more = len(exc.errors()) - limit
-    return "invalid agent document: " + "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+def describe(exc: ValidationError, within: str = "") -> str:
+    return "invalid agent document: " + format_validation(exc.errors(), within=within, limit=10)
 
 
 async def import_document(
@@ -201,6 +195,8 @@ async def import_document(
             embedding_model=embedder.model,
             search_text=lexical.search_text(p.content),
             created_at=p.created_at,
+            occurred_at=p.occurred_at or p.created_at,
+            valid_until=p.valid_until,
         )
         for p, vector in zip(document.passages, passage_vectors, strict=True)
     ]
@@ -209,6 +205,13 @@ async def import_document(
         for m, vector in zip(document.messages, message_vectors, strict=True)
     ]
     await rows.add_all([*revisions, *events, *passages, *messages])
+    # Successors by their new ids, once every passage is stored (a passage may come before the one replacing it).
+    new_ids = {p.id: row.id for p, row in zip(document.passages, passages, strict=True)}
+    superseded = [(row, p.superseded_by) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
+    for row, successor in superseded:
+        row.superseded_by = new_ids[successor]
+    if superseded:
+        await rows.add_all([row for row, _ in superseded])
     agent.context_start_seq = _context_start_seq(messages, source.context_start)
     await rows.add(agent)
     return ImportResult(
@@ -253,6 +256,7 @@ def _message(
         tool_call_id=m.tool_call_id,
         name=m.name,
         created_at=m.created_at,
+        occurred_at=m.occurred_at or m.created_at,
     )
     if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
         message.search_text = lexical.search_text(message.recall_text())
