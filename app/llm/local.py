@@ -208,13 +208,14 @@ def _shape(schema: Any) -> Any:
 
 
 def _narrowed(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Only send_message once this turn has made MAX_CALLS_BEFORE_REPLY calls."""
-    calls = 0
+    """Only send_message once this turn has taken MAX_CALLS_BEFORE_REPLY steps, with or without a call: an answer
+    the token cap cut short has none, and must not let a turn go on to the step cap without a reply."""
+    steps = 0
     for message in reversed(messages):
         if message["role"] == "user":
             break
-        calls += len(message.get("tool_calls") or [])
-    if tools and calls >= MAX_CALLS_BEFORE_REPLY:
+        steps += message["role"] == "assistant"
+    if tools and steps >= MAX_CALLS_BEFORE_REPLY:
         return [t for t in tools if t["function"]["name"] == REPLY_TOOL]
     return tools
 
