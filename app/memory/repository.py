@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Float, Select, and_, delete, func, or_, select, text, update
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import defer
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -61,7 +62,7 @@ class BlockRepository:
             .join(MemoryBlockRevision, col(MemoryBlockRevision.block_id) == col(MemoryBlock.id))
             .where(col(MemoryBlock.agent_id) == agent_id, col(MemoryBlockRevision.created_at) <= moment)
             .order_by(col(MemoryBlock.label), col(MemoryBlockRevision.version).desc())
-            .distinct(col(MemoryBlock.label))
+            .ext(distinct_on(col(MemoryBlock.label)))
         )
         return [(block, revision) for block, revision in (await self.session.execute(query)).all()]
 
