@@ -88,3 +88,12 @@ def test_reply_mode_turns_end_with_the_models_text(database_url: str, embedder: 
     calls = [e for e in turn["events"] if e["type"] == "tool_call"]
     assert [c["name"] for c in calls] == ["send_message"]  # one step: no memory tools offered to the model
     assert turn["stop_reason"] == "end_turn" and turn["reply"] == calls[0]["arguments"]["text"].strip()
+
+
+def test_a_forced_reply_cut_by_the_token_cap_still_ends_the_turn() -> None:
+    only_reply = [t for t in tools.TOOL_SCHEMAS if t["function"]["name"] == "send_message"]
+    cut = local._cut_reply('{"name": "send_message", "arguments": {"text": "アイコさん、お寿司が好きなんですね\\u30', only_reply)
+    assert cut is not None and cut.name == "send_message"
+    assert cut.arguments == '{"text": "アイコさん、お寿司が好きなんですね"}'
+    assert local._cut_reply('{"name": "send_message", "arguments": {"text": "Hi', tools.TOOL_SCHEMAS) is None  # not forced
+    assert local._cut_reply('{"name": "send_message", "arguments": {"text": "', only_reply) is None  # nothing said

@@ -11,6 +11,7 @@ import asyncio
 import importlib.util
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -128,11 +129,29 @@ class LocalLLM:
         In reply mode, the model writes only the reply, and it is sent as a `send_message` call."""
         replying = self.mode == "reply" and any(t["function"]["name"] == REPLY_TOOL for t in tools)
         offered = [] if replying else _narrowed(tools, messages)
+        if budget_seconds is not None and budget_seconds <= 0:
+            raise LLMError("the turn's time budget is spent")
+        completion = await self._answer(messages, offered, replying=replying)
+        if replying and completion.content.strip():
+            completion.tool_calls, completion.content = [_reply_call(completion.content.strip())], ""
+        elif offered:
+            call = _decoded_call(completion.content) or _cut_reply(completion.content, offered)
+            replies = [t for t in offered if t["function"]["name"] == REPLY_TOOL]
+            if call is None and replies and len(offered) > 1:
+                # The token cap cut the call short: say something now rather than take a silent step (two of
+                # those end the turn without a reply).
+                again = await self._answer(messages, replies, replying=False)
+                call = _decoded_call(again.content) or _cut_reply(again.content, replies)
+                completion.prompt_tokens += again.prompt_tokens
+                completion.completion_tokens += again.completion_tokens
+            if call is not None:
+                completion.tool_calls, completion.content = [call], ""
+        return completion
+
+    async def _answer(self, messages: list[dict[str, Any]], offered: list[dict[str, Any]], *, replying: bool) -> Completion:
         prompt = _plain_messages(messages, offered, replies_only=replying)
         if replying:
             prompt[0]["content"] += REPLY_INSTRUCTIONS
-        if budget_seconds is not None and budget_seconds <= 0:
-            raise LLMError("the turn's time budget is spent")
         started = time.perf_counter()
         async with self._lock:
             try:  # a step is bounded by MAX_ANSWER_TOKENS: llama.cpp's chat API takes no deadline
@@ -141,20 +160,12 @@ class LocalLLM:
                 LLM_SECONDS.labels("error").observe(time.perf_counter() - started)
                 raise LLMError(f"the local model failed: {exc}") from exc
         LLM_SECONDS.labels("ok").observe(time.perf_counter() - started)
-        text = result["choices"][0]["message"]["content"] or ""
         usage = result.get("usage") or {}
-        completion = Completion(
-            content=text, prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)
+        return Completion(
+            content=result["choices"][0]["message"]["content"] or "",
+            prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
         )
-        if replying and text.strip():
-            completion.content = ""
-            completion.tool_calls = [_reply_call(text.strip())]
-        elif offered:
-            call = _decoded_call(text)
-            if call is not None:
-                completion.content = ""
-                completion.tool_calls = [call]
-        return completion
 
     def _generate(self, messages: list[dict[str, str]], tools: list[dict[str, Any]]) -> Any:
         return self._llama.create_chat_completion(
@@ -208,16 +219,39 @@ def _shape(schema: Any) -> Any:
 
 
 def _narrowed(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Only send_message once this turn has taken MAX_CALLS_BEFORE_REPLY steps, with or without a call: an answer
-    the token cap cut short has none, and must not let a turn go on to the step cap without a reply."""
-    steps = 0
-    for message in reversed(messages):
-        if message["role"] == "user":
-            break
-        steps += message["role"] == "assistant"
-    if tools and steps >= MAX_CALLS_BEFORE_REPLY:
+    """Only send_message once this turn has taken MAX_CALLS_BEFORE_REPLY steps, or right after a step without a call
+    (an answer the token cap cut short): a small model must not take a turn to the step cap without a reply."""
+    assistant = [m for m in _since_last_user(messages) if m["role"] == "assistant"]
+    cut_short = bool(assistant) and not assistant[-1].get("tool_calls")
+    if tools and (len(assistant) >= MAX_CALLS_BEFORE_REPLY or cut_short):
         return [t for t in tools if t["function"]["name"] == REPLY_TOOL]
     return tools
+
+
+def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i]["role"] == "user":
+            return messages[i + 1 :]
+    return messages
+
+
+_REPLY_START = re.compile(r'^\s*\{\s*"name"\s*:\s*"send_message"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
+
+
+def _cut_reply(text: str, offered: list[dict[str, Any]]) -> ToolCall | None:
+    """When only send_message is offered and the token cap cut the call short, what it had said so far: the turn
+    ends with that reply rather than going on to the step cap without one."""
+    start = _REPLY_START.match(text)
+    if len(offered) != 1 or start is None:
+        return None
+    said = text[start.end() :]
+    for end in range(len(said), 0, -1):  # the longest prefix that decodes as a JSON string
+        try:
+            words = json.loads(f'"{said[:end]}"')
+        except json.JSONDecodeError:
+            continue
+        return _reply_call(words.strip()) if words.strip() else None
+    return None
 
 
 def _decoded_call(text: str) -> ToolCall | None:
