@@ -13,9 +13,11 @@ from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__, db
-from app.api import agents, chat, console, memory, openai_compat, portability, tenants
+from app.api import agents, chat, console, memory, memory_passes, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
-from app.chat.runner import TurnResult, TurnRunner
+from app.chat.memory_pass import MemoryPasses
+from app.chat.runner import TurnRunner
+from app.chat.turn_state import TurnResult
 from app.delivery.hub import EventHub
 from app.delivery.recovery import interrupt_orphaned_turns, sweep
 from app.delivery.relay import Broadcast, EventRelay
@@ -71,8 +73,11 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     runner = TurnRunner(
         engine=engine, sessions=sessions, embedder=embedder, llm=llm, outlet=Broadcast(hub, origin), settings=settings
     )
+    passes = MemoryPasses(
+        engine=engine, sessions=sessions, embedder=embedder, llm=llm, outlet=Broadcast(hub, origin), settings=settings
+    )
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
-    streams = TurnStreams(runner, turn_tasks, hub)
+    streams = TurnStreams(runner, passes, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
     loop = asyncio.get_running_loop()  # /metrics may be read from another thread (a sync route, a test)
     ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
@@ -85,6 +90,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         drain: Drain = app.state.drain
         runner.abandon_background_work()  # message vectors: the sweep (here or on another replica) computes them
         await turn_tasks.shutdown(max(drain.remaining() - LIFESPAN_RESERVE_SECONDS, 0.0))
+        await passes.shutdown()
         sweeper.cancel()
         await relay.stop()
 
@@ -108,7 +114,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
-    for api in (agents, memory, chat, openai_compat, tenants, portability, console):
+    for api in (agents, memory, memory_passes, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)
 
     @app.get("/healthz", tags=["ops"])

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 TURNS = Counter("engram_turns_total", "Finished turns by stop reason", ["stop_reason"])
+MEMORY_PASSES = Counter("engram_memory_passes_total", "Finished memory passes by stop reason", ["stop_reason"])
 TURN_STEPS = Histogram("engram_turn_steps", "LLM steps per turn", buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 50))
 LLM_SECONDS = Histogram("engram_llm_request_seconds", "LLM chat completion latency", ["outcome"])
 LLM_ERRORS = Counter("engram_llm_errors_total", "LLM calls that failed after retries", ["kind"])

@@ -74,6 +74,8 @@ class Settings(BaseSettings):
     auto_retrieval: bool = True
     auto_retrieval_k: int = Field(default=10, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0
+    # A sleep-time memory pass (app/chat/memory_pass.py) after every this many of an agent's turns; 0: only on demand.
+    memory_pass_every_turns: int = Field(default=0, ge=0)
     # A WebSocket watcher whose client has not taken an event for this long is let go (a reader that never reads).
     ws_send_timeout_seconds: float = Field(default=10.0, gt=0)
 

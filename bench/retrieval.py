@@ -38,7 +38,7 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
-from app.memory.service import ArchivalMemory
+from app.memory.service import CURRENT, ArchivalMemory, NewPassage, Validity
 from app.settings import Settings
 from bench import design_sweep, fusion_replica
 from bench.embedding_cache import CachedEmbedder
@@ -78,7 +78,8 @@ def start_database(root: Path, embedding_dim: int = 384):
     return server, url
 
 
-async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int) -> Stored:
+async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, dated: bool = False) -> Stored:
+    """`dated`: each passage dated by the corpus (occurred_at); else when it is stored, as an undated import would be."""
     position: dict[uuid.UUID, int] = {}
     ids: list[uuid.UUID] = []
     turns: list[list[int]] = []
@@ -88,7 +89,9 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int) -> St
         await session.flush()
         memory = ArchivalMemory(session, embedder)
         for start in range(0, len(corpus.passages), batch):
-            stored = await memory.add(agent.id, [(p, []) for p in corpus.passages[start : start + batch]])
+            dates = corpus.dates[start : start + batch] if dated and corpus.dates else [None] * batch
+            chunk = corpus.passages[start : start + batch]
+            stored = await memory.add(agent.id, [NewPassage(p, [], d) for p, d in zip(chunk, dates, strict=False)])
             for offset, s in enumerate(stored):
                 if s.passage.id not in position:
                     position[s.passage.id] = len(ids)
@@ -107,10 +110,16 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int) -> St
     return Stored(corpus, agent.id, ids, turns, fusion_replica.Indexed(contents, vectors))
 
 
-async def search(sessions, embedder, stored: Stored, question: Question, mode: str) -> tuple[list[int], float]:
+async def search(
+    sessions, embedder, stored: Stored, question: Question, mode: str, *, as_of: bool = False
+) -> tuple[list[int], float]:
+    """`as_of`: asked as of the question's date (what was valid then), else of now."""
+    validity = Validity(as_of=question.asked_at) if as_of and question.asked_at else CURRENT
     async with sessions() as session:
         started = time.perf_counter()
-        matches = await ArchivalMemory(session, embedder).search(stored.agent_id, question.text, k=max(KS), mode=mode)
+        matches = await ArchivalMemory(session, embedder).search(
+            stored.agent_id, question.text, k=max(KS), mode=mode, validity=validity
+        )
         elapsed = (time.perf_counter() - started) * 1000
     return [stored.position[m.passage.id] for m in matches], elapsed
 

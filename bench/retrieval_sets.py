@@ -12,6 +12,7 @@ as a user would store them), each with questions whose evidence is a set of pass
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,7 @@ class Question:
     text: str
     category: str
     evidence: frozenset[int]  # indices into the corpus' passages; empty: nothing in memory answers it
+    asked_at: datetime | None = None  # LongMemEval: its question_date
 
 
 @dataclass
@@ -36,6 +38,12 @@ class Corpus:
     name: str
     passages: list[str]
     questions: list[Question] = field(default_factory=list)
+    dates: list[datetime] | None = None  # LongMemEval: per passage, the date of its haystack session
+
+
+def _longmemeval_date(value: str) -> datetime:
+    """ "2023/05/20 (Sat) 02:21" (no zone given: UTC)."""
+    return datetime.strptime(re.sub(r"\s*\(\w+\)", "", value), "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
 
 
 @dataclass
@@ -56,15 +64,17 @@ def _parsed(value):
 def longmemeval(path: Path = LONGMEMEVAL, limit: int | None = None) -> RetrievalSet:
     corpora = []
     for q in _parsed(json.loads(path.read_text()))[: limit or None]:
-        passages, evidence = [], set()
-        for session in _parsed(q["haystack_sessions"]):
+        passages, evidence, dates = [], set(), []
+        for session, date in zip(_parsed(q["haystack_sessions"]), _parsed(q["haystack_dates"]), strict=True):
             for turn in _parsed(session):
                 turn = _parsed(turn)
                 if str(turn.get("has_answer", False)).lower() == "true":
                     evidence.add(len(passages))
                 passages.append(f"{turn['role']}: {turn['content']}"[:MAX_CHARS])
-        question = Question(q["question"], q["question_type"], frozenset(evidence))
-        corpora.append(Corpus(f"longmemeval {q['question_id']}", passages, [question]))
+                dates.append(_longmemeval_date(date))
+        asked = _longmemeval_date(q["question_date"])
+        question = Question(q["question"], q["question_type"], frozenset(evidence), asked)
+        corpora.append(Corpus(f"longmemeval {q['question_id']}", passages, [question], dates))
     return RetrievalSet("LongMemEval dev", corpora)
 
 

@@ -43,6 +43,11 @@ def slow(reply: dict[str, Any], seconds: float) -> dict[str, Any]:
     return {**reply, "__delay__": seconds}
 
 
+def held(reply: dict[str, Any], gate: threading.Event, timeout: float = 30.0) -> dict[str, Any]:
+    """The same answer, sent once the test sets `gate` (or after `timeout` seconds)."""
+    return {**reply, "__gate__": (gate, timeout)}
+
+
 def last_tool_result(request: dict[str, Any]) -> str:
     return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "tool")
 
@@ -99,6 +104,10 @@ class ScriptedLLM:
                     self.script.popleft() if self.script else self.fallback or error(500, "the test script has no more replies")
                 )
             message = reply(body) if callable(reply) else reply
+            if "__gate__" in message:
+                gate, timeout = message["__gate__"]
+                await asyncio.to_thread(gate.wait, timeout)
+                message = {k: v for k, v in message.items() if k != "__gate__"}
             if "__delay__" in message:
                 await asyncio.sleep(message["__delay__"])
                 message = {k: v for k, v in message.items() if k != "__delay__"}

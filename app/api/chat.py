@@ -19,17 +19,16 @@ from pydantic import ValidationError
 from app.agents.service import find_agent
 from app.api.deps import (
     AgentDep,
+    AgentIdDep,
     MeterDep,
     SessionDep,
     SettingsDep,
-    TenantDep,
     authenticate_connection,
     connection_key,
     quota_meter,
 )
 from app.auth.principal import Principal, require_tenant
 from app.chat.events import ErrorEvent, Event
-from app.chat.runner import TurnResult
 from app.chat.schemas import (
     ChatRequest,
     ChatResponse,
@@ -37,6 +36,7 @@ from app.chat.schemas import (
     WsChat,
 )
 from app.chat.service import context_read, stored_turn
+from app.chat.turn_state import TurnResult
 from app.delivery.stream import TurnStreams
 from app.errors import (
     ERROR_RESPONSES,
@@ -62,15 +62,7 @@ def get_turn_streams(request: Request) -> TurnStreams:
     return runtime(request.app).turn_streams
 
 
-async def existing_agent_id(agent_id: uuid.UUID, request: Request, principal: TenantDep) -> uuid.UUID:
-    # A short session of its own: a chat request must not hold a transaction open while the turn runs.
-    async with runtime(request.app).sessions() as session:
-        await find_agent(session, agent_id, tenant_id=principal.tenant_id)
-    return agent_id
-
-
 StreamsDep = Annotated[TurnStreams, Depends(get_turn_streams)]
-AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
 
 
 def _sse(event: Event) -> str:

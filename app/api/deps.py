@@ -101,6 +101,17 @@ async def valid_agent(agent_id: Annotated[uuid.UUID, Path()], session: SessionDe
 AgentDep = Annotated[Agent, Depends(valid_agent)]
 
 
+async def existing_agent_id(agent_id: Annotated[uuid.UUID, Path()], request: Request, principal: TenantDep) -> uuid.UUID:
+    """The agent, checked in a short session of its own: a request that runs a turn or embeds a batch must not hold a
+    transaction open meanwhile."""
+    async with runtime(request.app).sessions() as session:
+        await find_agent(session, agent_id, tenant_id=principal.tenant_id)
+    return agent_id
+
+
+AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
+
+
 def get_core_memory(session: SessionDep) -> CoreMemory:
     return CoreMemory(session)
 

@@ -30,7 +30,8 @@ class _Event(BaseModel):
 
 class TurnStarted(_Event):
     type: Literal["turn_started"] = "turn_started"
-    message: str
+    message: str  # the user's message; a memory pass: what it goes over
+    kind: Literal["chat", "memory_pass"] = "chat"
     # Set when the turn is answered by the packaged demo model (no LLM configured): its replies are not reliable.
     demo_model: str | None = None
 

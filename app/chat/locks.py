@@ -7,7 +7,7 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from sqlalchemy import text
@@ -21,7 +21,18 @@ LOCK_NOT_AVAILABLE = "55P03"
 
 
 def lock_key(agent_id: uuid.UUID) -> int:
+    """The key of the agent's turn lock."""
     return int.from_bytes(agent_id.bytes[:8], "big", signed=True)
+
+
+def pass_lock_key(agent_id: uuid.UUID) -> int:
+    """The key held by the agent's memory pass while it runs (it never takes the turn lock)."""
+    return int.from_bytes(agent_id.bytes[8:], "big", signed=True)
+
+
+def lock_key_of(kind: str, agent_id: uuid.UUID) -> int:
+    """The lock a live process holds while it runs a turn of this kind."""
+    return pass_lock_key(agent_id) if kind == "memory_pass" else lock_key(agent_id)
 
 
 class AgentBusy(Conflict):
@@ -37,8 +48,9 @@ def _busy(timeout_seconds: float, started: float) -> AgentBusy:
 
 
 class AgentLocks:
-    def __init__(self, engine: AsyncEngine):
+    def __init__(self, engine: AsyncEngine, key: Callable[[uuid.UUID], int] = lock_key):
         self.engine = engine
+        self.key = key
         self._local: dict[uuid.UUID, tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager
@@ -54,7 +66,7 @@ class AgentLocks:
                 raise _busy(timeout_seconds, started) from None
             try:
                 left = max(timeout_seconds - (time.perf_counter() - started), 0.001)
-                async with _advisory_lock(self.engine, agent_id, left, started, timeout_seconds):
+                async with _advisory_lock(self.engine, self.key(agent_id), left, started, timeout_seconds):
                     yield
             finally:
                 lock.release()
@@ -68,10 +80,9 @@ class AgentLocks:
 
 @asynccontextmanager
 async def _advisory_lock(
-    engine: AsyncEngine, agent_id: uuid.UUID, wait_seconds: float, started: float, timeout_seconds: float
+    engine: AsyncEngine, key: int, wait_seconds: float, started: float, timeout_seconds: float
 ) -> AsyncIterator[None]:
     """Held on a connection of its own for the whole turn; released if the process dies (the session ends)."""
-    key = lock_key(agent_id)
     async with engine.connect() as conn:
         try:
             await conn.execute(

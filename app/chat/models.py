@@ -3,11 +3,14 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     ForeignKey,
+    Index,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlmodel import Field, SQLModel
@@ -17,10 +20,21 @@ from app.models_base import agent_fk, id_field, timestamp_field
 
 class Turn(SQLModel, table=True):
     __tablename__ = "turns"
-    __table_args__ = (UniqueConstraint("agent_id", "idempotency_key"),)
+    __table_args__ = (
+        UniqueConstraint("agent_id", "idempotency_key"),
+        Index(
+            "ux_turns_one_running_pass",
+            "agent_id",
+            unique=True,
+            postgresql_where=text("kind = 'memory_pass' AND status = 'running'"),
+        ),
+    )
 
     id: uuid.UUID = id_field()
     agent_id: uuid.UUID = agent_fk()
+    kind: str = Field(default="chat", sa_column=Column(Text, nullable=False, server_default="chat"))  # chat | memory_pass
+    # A memory pass: the last message it went over (the next pass starts after it).
+    through_seq: int | None = Field(default=None, sa_column=Column(BigInteger))
     status: str = "running"  # running | completed | interrupted
     stop_reason: str | None = None
     message: str = Field(sa_column=Column(Text, nullable=False))

@@ -5,14 +5,10 @@ assistant message, tool results, memory edits and events) as one transaction; th
 """
 
 import asyncio
-import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -31,26 +27,20 @@ from app.chat.context import (
 )
 from app.chat.events import (
     ErrorEvent,
-    Event,
     MessageEvent,
     Reasoning,
     StopReason,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnCompleted,
     TurnStarted,
-    Usage,
-    turn_status,
 )
 from app.chat.locks import AgentLocks
 from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.repository import TurnRepository
+from app.chat.turn_state import EventOutlet, TurnResult, TurnState, calls_of, run_calls
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
-from app.llm.chat import ChatModel, Completion, ToolCall, decode_arguments
+from app.llm.chat import ChatModel, ToolCall
 from app.llm.embeddings import Embedder, EmbeddingError
-from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 from app.memory.models import Message
 from app.memory.recollection import recollect
@@ -69,60 +59,11 @@ NO_TOOL_NUDGE = (
 MAX_NO_TOOL_STEPS = 2
 
 
-class EventOutlet(Protocol):
-    """Where a turn's events go besides its store (app/delivery): told of them inside the transaction that stores
-    them, handed them once it has committed."""
-
-    async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None: ...
-
-    def committed(self, events: Sequence[Event]) -> None: ...
-
-
 @dataclass
-class TurnResult:
-    turn_id: uuid.UUID
-    events: list[Event]  # in order; a finished turn's last one is turn_completed
-
-
-@dataclass
-class _TurnState:
-    agent_id: uuid.UUID
-    turn_id: uuid.UUID
-    outlet: EventOutlet
+class _ChatState(TurnState):
     user_seq: int = 0
     memories: str | None = None  # recollections put into the prompt for this turn
-    events: list[Event] = field(default_factory=list)
-    unsaved: list[Event] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
     sent: list[str] = field(default_factory=list)
-    deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
-    steps: int = 0
-
-    def budget_left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise LLMError("the turn used up its time budget (ENGRAM_TURN_TIMEOUT_SECONDS)")
-        return left
-
-    def emit(self, kind: type[Any], **fields: Any) -> Event:
-        """Record an event; it is stored and goes live with the next committing() transaction."""
-        event = kind(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
-        self.events.append(event)
-        self.unsaved.append(event)
-        return event
-
-    @asynccontextmanager
-    async def committing(self, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
-        """A transaction that also stores the turn's new events. Watchers see them only once it has committed,
-        so what they saw is always what replay shows."""
-        async with transaction(sessions) as session:
-            yield session
-            saving = list(self.unsaved)
-            if saving:
-                await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
-                await self.outlet.stored(session, self.turn_id, self.agent_id, saving)
-        self.unsaved = self.unsaved[len(saving) :]
-        self.outlet.committed(saving)
 
     @property
     def reply(self) -> str:
@@ -213,8 +154,8 @@ class TurnRunner:
             log.warning("could not embed the user's message; no automatic recollection this turn", exc_info=True)
             return None
 
-    async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> _TurnState:
-        state = _TurnState(
+    async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> _ChatState:
+        state = _ChatState(
             agent_id=agent_id,
             turn_id=turn_id,
             outlet=self.outlet,
@@ -237,7 +178,7 @@ class TurnRunner:
         self.vectors.later(user.id, text)
         return state
 
-    async def _steps(self, state: _TurnState) -> StopReason:
+    async def _steps(self, state: _ChatState) -> StopReason:
         assert self.llm is not None
         silent_steps = 0
         for step in range(1, self.settings.max_steps + 1):
@@ -257,11 +198,8 @@ class TurnRunner:
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))
                 return "llm_error"
-            state.usage.llm_calls += 1
-            state.usage.prompt_tokens += completion.prompt_tokens
-            state.usage.completion_tokens += completion.completion_tokens
-
-            calls, monologue = self._calls_of(completion)
+            state.count(completion)
+            calls, monologue = calls_of(completion, tools.CHAT_TOOLS)
             if not calls:
                 silent_steps += 1
                 await self._record_silent_step(state, step, monologue)
@@ -276,7 +214,7 @@ class TurnRunner:
                 return "end_turn"
         return "max_steps"
 
-    async def _recollect(self, state: _TurnState, message: str, embedding: list[float]) -> str | None:
+    async def _recollect(self, state: _ChatState, message: str, embedding: list[float]) -> str | None:
         async with transaction(self.sessions) as session:
             agent = await running_agent(session, state.agent_id)
             if agent is None:
@@ -292,7 +230,7 @@ class TurnRunner:
             )
         return render_recollections(found)
 
-    async def _fit_context(self, state: _TurnState) -> tuple[Agent, ContextView] | None:
+    async def _fit_context(self, state: _ChatState) -> tuple[Agent, ContextView] | None:
         """The context for the next step; over the eviction threshold, old turns leave it for a summary."""
         async with transaction(self.sessions) as session:
             agent = await running_agent(session, state.agent_id)
@@ -312,7 +250,7 @@ class TurnRunner:
         log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
         return agent, view
 
-    async def _summarise(self, state: _TurnState, agent: Agent, evicted: list[Message]) -> str:
+    async def _summarise(self, state: _ChatState, agent: Agent, evicted: list[Message]) -> str:
         assert self.llm is not None
         try:
             completion = await self.llm.complete(
@@ -321,26 +259,10 @@ class TurnRunner:
         except LLMError:
             log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))
             return fallback_summary(agent.summary, evicted)
-        state.usage.llm_calls += 1
-        state.usage.prompt_tokens += completion.prompt_tokens
-        state.usage.completion_tokens += completion.completion_tokens
+        state.count(completion)
         return completion.content.strip()[:SUMMARY_MAX_CHARS] or fallback_summary(agent.summary, evicted)
 
-    def _calls_of(self, completion: Completion) -> tuple[list[ToolCall], str]:
-        """Native tool calls, or calls written as text; plus the inner monologue."""
-        monologue = "\n".join(p for p in (completion.reasoning.strip(), completion.content.strip()) if p)
-        if completion.tool_calls:
-            return completion.tool_calls, monologue
-        parsed = parse_text_tool_calls(completion.content, tools.TOOL_PARAMS)
-        if not parsed:
-            return [], monologue
-        calls = [
-            ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False))
-            for c in parsed
-        ]
-        return calls, completion.reasoning.strip()
-
-    async def _record_silent_step(self, state: _TurnState, step: int, monologue: str) -> None:
+    async def _record_silent_step(self, state: _ChatState, step: int, monologue: str) -> None:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
         async with state.committing(self.sessions) as session:
@@ -349,7 +271,7 @@ class TurnRunner:
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
 
     async def _run_calls(
-        self, state: _TurnState, step: int, monologue: str, calls: list[ToolCall], context_start_seq: int
+        self, state: _ChatState, step: int, monologue: str, calls: list[ToolCall], context_start_seq: int
     ) -> bool:
         """Execute one step's calls in one transaction; True when the agent sent its reply."""
         if monologue:
@@ -374,16 +296,7 @@ class TurnRunner:
                 turn_id=state.turn_id,
                 context_start_seq=context_start_seq,
             )
-            for call in calls:
-                try:
-                    arguments = decode_arguments(call.arguments)
-                except ValueError as exc:
-                    state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments={"_raw": call.arguments})
-                    outcome = tools.ToolOutcome(False, f"Error: {exc}", {})
-                else:
-                    state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments=arguments)
-                    outcome = await tools.execute(ctx, call.name, arguments)
-                state.emit(ToolResultEvent, step=step, call_id=call.id, name=call.name, ok=outcome.ok, result=outcome.result)
+            for call, outcome in await run_calls(state, ctx, tools.CHAT_TOOLS, step, calls):
                 await messages.add(
                     Message(
                         agent_id=state.agent_id,
@@ -403,16 +316,7 @@ class TurnRunner:
             self.vectors.later(assistant.id, recall_text)
         return sent
 
-    async def _finish(self, state: _TurnState, stop: StopReason) -> TurnResult:
+    async def _finish(self, state: _ChatState, stop: StopReason) -> TurnResult:
         TURNS.labels(stop).inc()
         TURN_STEPS.observe(state.steps)
-        state.emit(TurnCompleted, stop_reason=stop, reply=state.reply, usage=state.usage)
-        async with state.committing(self.sessions) as session:
-            turn = await TurnRepository(session).get(state.agent_id, state.turn_id)
-            if turn is not None:
-                turn.status, turn.stop_reason, turn.reply = turn_status(stop), stop, state.reply
-                turn.usage, turn.finished_at = state.usage.model_dump(), utcnow()
-                session.add(turn)
-            else:
-                state.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
-        return TurnResult(state.turn_id, state.events)
+        return await state.finish(self.sessions, stop, state.reply)

@@ -9,11 +9,11 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import EngramError, format_validation, rejected_as_data
+from app.errors import EngramError, PreconditionFailed, format_validation, rejected_as_data
 from app.llm.embeddings import Embedder
 from app.memory.models import ArchivalPassage
-from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS
-from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
+from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant
+from app.memory.service import ArchivalMemory, CoreMemory, NewPassage, RecallMemory
 from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
 
@@ -31,6 +31,9 @@ class ToolContext:
     agent_id: uuid.UUID
     turn_id: uuid.UUID
     context_start_seq: int  # messages from here on are already in the prompt; recall search skips them
+    # Set (label → version) when the caller edits blocks as it read them (a memory pass): a block changed meanwhile
+    # is not overwritten, the call fails with its current text, as the API's If-Match does.
+    block_versions: dict[str, int] | None = None
 
 
 class SendMessage(BaseModel):
@@ -56,6 +59,9 @@ class CoreMemoryReplace(BaseModel):
 class ArchivalMemoryCreate(BaseModel):
     content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="A self-contained fact or note to remember.")
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Optional short topic tags.")
+    occurred_at: Instant | None = Field(
+        default=None, description="When it happened or was said, ISO 8601 (e.g. 2024-05-01), if not now."
+    )
 
 
 class ArchivalMemorySupersede(BaseModel):
@@ -97,7 +103,22 @@ async def core_memory_replace(ctx: ToolContext, args: CoreMemoryReplace) -> str:
 
 
 async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str]) -> str:
-    block, _ = await CoreMemory(ctx.session).write(ctx.agent_id, label, edit, source="agent", turn_id=ctx.turn_id)
+    core = CoreMemory(ctx.session)
+    seen = ctx.block_versions
+    try:
+        block, _ = await core.write(
+            ctx.agent_id, label, edit, source="agent", turn_id=ctx.turn_id, expected_version=seen.get(label) if seen else None
+        )
+    except PreconditionFailed:
+        assert seen is not None
+        current = await core.get(ctx.agent_id, label)
+        seen[label] = current.version
+        raise ToolError(
+            f"block '{label}' was edited since you read it; nothing was written. It now reads:\n{current.value}\n"
+            "Write your version again from this text."
+        ) from None
+    if seen is not None:
+        seen[label] = block.version
     return f"Block '{label}' updated ({len(block.value)}/{block.char_limit} characters). It now reads:\n{block.value}"
 
 
@@ -107,7 +128,7 @@ def passage_line(passage: ArchivalPassage) -> str:
 
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
     archival = ArchivalMemory(ctx.session, ctx.embedder)
-    [stored] = await archival.add(ctx.agent_id, [(args.content, args.tags)])
+    [stored] = await archival.add(ctx.agent_id, [NewPassage(args.content, args.tags, args.occurred_at)])
     if stored.duplicate:
         return f"Already in archival memory, not stored again: {stored.passage.content}"
     saved = f"Saved to archival memory (id {stored.passage.id})."
@@ -211,8 +232,24 @@ TOOLS: dict[str, Tool] = {
         ),
     ]
 }
-TOOL_SCHEMAS = [t.schema() for t in TOOLS.values()]
-TOOL_PARAMS = {name: list(t.args.model_fields) for name, t in TOOLS.items()}
+
+
+class Toolset:
+    """The tools one kind of turn may call, as the LLM is offered them."""
+
+    def __init__(self, names: list[str]):
+        self.tools = {name: TOOLS[name] for name in names}
+        self.schemas = [t.schema() for t in self.tools.values()]
+        self.params = {name: list(t.args.model_fields) for name, t in self.tools.items()}
+
+
+CHAT_TOOLS = Toolset(list(TOOLS))
+# A memory pass talks to nobody: it keeps memory (a block rewritten whole, facts stored, stale ones superseded).
+MEMORY_PASS_TOOLS = Toolset(
+    ["core_memory_update", "archival_memory_create", "archival_memory_supersede", "archival_memory_search"]
+)
+TOOL_SCHEMAS = CHAT_TOOLS.schemas
+TOOL_PARAMS = CHAT_TOOLS.params
 
 
 @dataclass
@@ -222,17 +259,17 @@ class ToolOutcome:
     arguments: dict[str, Any]
 
 
-async def execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+async def execute(ctx: ToolContext, name: str, arguments: dict[str, Any], toolset: Toolset = CHAT_TOOLS) -> ToolOutcome:
     """Run one call; every failure becomes an error result for the model, never an exception."""
-    outcome = await _execute(ctx, name, arguments)
+    outcome = await _execute(ctx, name, arguments, toolset)
     TOOL_CALLS.labels(name if name in TOOLS else "unknown", str(outcome.ok).lower()).inc()
     return outcome
 
 
-async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-    tool = TOOLS.get(name)
+async def _execute(ctx: ToolContext, name: str, arguments: dict[str, Any], toolset: Toolset) -> ToolOutcome:
+    tool = toolset.tools.get(name)
     if tool is None:
-        return ToolOutcome(False, f"Error: unknown tool '{name}'. Available tools: {', '.join(TOOLS)}.", arguments)
+        return ToolOutcome(False, f"Error: unknown tool '{name}'. Available tools: {', '.join(toolset.tools)}.", arguments)
     try:
         args = tool.args.model_validate(arguments)
     except ValidationError as exc:

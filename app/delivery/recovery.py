@@ -8,7 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.chat.locks import lock_key
+from app.chat.locks import lock_key_of
 from app.chat.message_vectors import MessageVectors
 from app.chat.service import interrupt_turn, running_turns
 from app.db import transaction
@@ -37,8 +37,9 @@ async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionm
         running = await running_turns(session)
     closed = 0
     for turn in running:
+        key = lock_key_of(turn.kind, turn.agent_id)
         async with engine.connect() as conn:
-            free = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key(turn.agent_id)})).scalar()
+            free = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
             if not free:
                 continue  # a live process is running this agent's turn
             try:
@@ -49,7 +50,7 @@ async def interrupt_orphaned_turns(engine: AsyncEngine, sessions: async_sessionm
                     await announce(session, uuid.uuid4(), turn.id, turn.agent_id, [completed.seq])  # every replica relays it
                     closed += 1
             finally:
-                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(turn.agent_id)})
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
                 await conn.commit()
     if closed:
         log.warning("marked %d turn(s) left running by a stopped process as interrupted", closed)

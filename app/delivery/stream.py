@@ -11,8 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 from app.chat.events import Event
-from app.chat.runner import TurnResult, TurnRunner
+from app.chat.memory_pass import MemoryPasses
+from app.chat.runner import TurnRunner
 from app.chat.service import tokens_used
+from app.chat.turn_state import TurnResult
 from app.delivery.hub import EventHub
 from app.detached import DetachedTasks
 from app.quotas.service import Meter
@@ -21,8 +23,9 @@ log = logging.getLogger("engram.quotas")
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, tasks: DetachedTasks[TurnResult], hub: EventHub):
+    def __init__(self, runner: TurnRunner, passes: MemoryPasses, tasks: DetachedTasks[TurnResult], hub: EventHub):
         self.runner = runner
+        self.passes = passes
         self.tasks = tasks
         self.hub = hub
 
@@ -65,13 +68,15 @@ class TurnStreams:
     async def _run(
         self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, turn_id: uuid.UUID, meter: Meter | None
     ) -> TurnResult:
-        if meter is None:
-            return await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
-        await meter.admit_turn()
+        if meter is not None:
+            await meter.admit_turn()
         try:
-            return await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
+            result = await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
         finally:
-            await asyncio.shield(self._spend(meter, agent_id, turn_id))
+            if meter is not None:
+                await asyncio.shield(self._spend(meter, agent_id, turn_id))
+        await self.passes.after_turn(agent_id, meter)
+        return result
 
     async def _spend(self, meter: Meter, agent_id: uuid.UUID, turn_id: uuid.UUID) -> None:
         try:

@@ -9,6 +9,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Computed,
     DateTime,
@@ -110,6 +111,9 @@ class Message(SQLModel, table=True):
         Index("ix_messages_agent_seq", "agent_id", "seq"),
         Index("ix_messages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_messages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
+        Index(
+            "ux_messages_agent_external_id", "agent_id", "external_id", unique=True, postgresql_where="external_id IS NOT NULL"
+        ),
     )
 
     id: uuid.UUID = id_field()
@@ -130,6 +134,9 @@ class Message(SQLModel, table=True):
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
     created_at: datetime = timestamp_field(index=True)
     occurred_at: datetime = occurred_field()
+    # Handed in by a caller that ran its own LLM (POST …/messages): recall memory only, never the agent's context.
+    handed_in: bool = Field(default=False, sa_column=Column(Boolean, nullable=False, server_default="false"))
+    external_id: str | None = Field(default=None, sa_column=Column(Text))  # the caller's id of a handed-in message
 
     def recall_text(self) -> str:
         """What this message said, for search and display: its text plus anything it sent to the user."""

@@ -272,6 +272,11 @@ class MessageRepository:
         await self.session.flush()
         return message
 
+    async def add_all(self, messages: list[Message]) -> None:
+        """Stored in the order given (their seqs follow it)."""
+        self.session.add_all(messages)
+        await self.session.flush()
+
     async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
         """Store a message's vector, unless `engram reembed` has given it one of another model meanwhile."""
         query = (
@@ -298,9 +303,50 @@ class MessageRepository:
         return (await self.session.scalars(query)).all()
 
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
-        """Messages with seq >= from_seq, oldest first."""
-        query = select(Message).options(NO_MESSAGE_VECTOR).where(col(Message.agent_id) == agent_id, col(Message.seq) >= from_seq)
+        """The agent's own messages (not handed in) with seq >= from_seq, oldest first."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(col(Message.agent_id) == agent_id, col(Message.seq) >= from_seq, ~col(Message.handed_in))
+        )
         return list((await self.session.scalars(query.order_by(col(Message.seq)))).all())
+
+    async def said_after(self, agent_id: uuid.UUID, after_seq: int, *, limit: int) -> Sequence[Message]:
+        """User and assistant messages, its own and handed in, with seq > after_seq, oldest first."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(
+                col(Message.agent_id) == agent_id,
+                col(Message.seq) > after_seq,
+                col(Message.role).in_(("user", "assistant")),
+            )
+            .order_by(col(Message.seq))
+            .limit(limit)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def count_user_turns_after(self, agent_id: uuid.UUID, after_seq: int) -> int:
+        """The user's messages in the agent's own turns (not handed in) with seq > after_seq."""
+        query = (
+            select(func.count())
+            .select_from(Message)
+            .where(
+                col(Message.agent_id) == agent_id,
+                col(Message.seq) > after_seq,
+                col(Message.role) == "user",
+                ~col(Message.handed_in),
+            )
+        )
+        return int((await self.session.scalar(query)) or 0)
+
+    async def with_external_ids(self, agent_id: uuid.UUID, external_ids: Sequence[str]) -> dict[str, Message]:
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(col(Message.agent_id) == agent_id, col(Message.external_id).in_(external_ids))
+        )
+        return {m.external_id or "": m for m in (await self.session.scalars(query)).all()}
 
     async def newest(
         self,
@@ -332,7 +378,8 @@ class MessageRepository:
         after: datetime | None = None,
         before: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
-        below = ["seq < :below_seq"] if below_seq is not None else []
+        # Handed-in messages are never in the context, so they are searched wherever they are.
+        below = ["(seq < :below_seq OR handed_in)"] if below_seq is not None else []
         return await hybrid_search(
             self.session,
             Message,

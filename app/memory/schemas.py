@@ -1,4 +1,5 @@
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -111,6 +112,42 @@ class PassageRead(ReadModel):
 
 class PassageBatchRead(BaseModel):
     items: list[PassageRead]
+
+
+MAX_HANDED_IN = 500  # messages per request; a longer conversation is handed in over several (each retry-safe with ids)
+
+
+class HandedInMessage(RequestBody):
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=32_000)
+    occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}")
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="your id of the message: a message already handed in with this id is not stored again (safe retries)",
+    )
+
+
+class HandInRequest(RequestBody):
+    messages: list[HandedInMessage] = Field(min_length=1, max_length=MAX_HANDED_IN)
+    memory_pass: bool = Field(default=False, description="queue a sleep-time memory pass over them (and anything before)")
+
+    @model_validator(mode="after")
+    def _ids_unique(self) -> "HandInRequest":
+        counted = Counter(m.id for m in self.messages if m.id is not None)
+        if twice := sorted(i for i, n in counted.items() if n > 1):
+            raise ValueError(f"message ids appear more than once: {', '.join(twice[:5])}")
+        return self
+
+
+class HandInRead(BaseModel):
+    message_ids: list[uuid.UUID] = Field(
+        description="Engram's id of each message, in the order given (an earlier one's for a repeat)"
+    )
+    stored: int = Field(description="messages stored now")
+    already_stored: int = Field(description="messages whose id had been handed in before: not stored again")
+    memory_pass_id: uuid.UUID | None = Field(description="the memory pass queued (a turn: GET …/turns/{id}); null: none")
 
 
 class MessageRead(ReadModel):

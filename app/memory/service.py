@@ -349,6 +349,13 @@ class MessageLog:
     async def count_before(self, agent_id: uuid.UUID, seq: int) -> int:
         return await self.messages.count(agent_id, before_seq=seq)
 
+    async def said_after(self, agent_id: uuid.UUID, after_seq: int, *, limit: int) -> Sequence[Message]:
+        """What the user and the agent said after after_seq, handed-in conversations included, oldest first."""
+        return await self.messages.said_after(agent_id, after_seq, limit=limit)
+
+    async def count_user_turns_after(self, agent_id: uuid.UUID, after_seq: int) -> int:
+        return await self.messages.count_user_turns_after(agent_id, after_seq)
+
     async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
         return await self.messages.unembedded(limit=limit, settled_before=settled_before)
 

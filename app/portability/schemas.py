@@ -119,10 +119,16 @@ class MessageDoc(_Strict):
     occurred_at: Instant | None = Field(default=None, description="when it was said; default: created_at")
     embedding: Vector = None
     embedding_model: str | None = None
+    handed_in: bool = Field(default=False, description="handed in (POST …/messages): recall memory only, never in context")
+    external_id: str | None = Field(default=None, max_length=200, description="the id it was handed in with")
 
 
 class TurnDoc(_Strict):
     id: uuid.UUID
+    kind: Literal["chat", "memory_pass"] = "chat"
+    passed_over: int | None = Field(
+        default=None, ge=0, description="a memory pass: how many of the messages (in order) it and those before went over"
+    )
     status: str
     stop_reason: str | None = None
     message: str

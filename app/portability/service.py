@@ -3,6 +3,7 @@ import runs in the caller's transaction and writes nothing until everything has 
 
 import json
 import uuid
+from bisect import bisect_right
 from collections import defaultdict
 from typing import Any
 
@@ -47,6 +48,12 @@ async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, 
     for e in await rows.events(agent.id):
         events[e.turn_id].append(e.payload)
 
+    messages = await rows.messages(agent.id)
+    seqs = [m.seq or 0 for m in messages]
+
+    def passed_over(turn: Turn) -> int | None:
+        return bisect_right(seqs, turn.through_seq) if turn.through_seq is not None else None
+
     def vector(row: ArchivalPassage | Message) -> dict[str, str | None]:
         if not embeddings or row.embedding is None:
             return {"embedding": None, "embedding_model": None}
@@ -59,8 +66,8 @@ async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, 
         agent=AgentDoc.of(agent, context_start=await rows.messages_before(agent.id, agent.context_start_seq)),
         blocks=[BlockDoc.of(b, history=history[b.id]) for b in blocks],
         passages=[PassageDoc.of(p, **vector(p)) for p in await rows.passages(agent.id)],
-        messages=[MessageDoc.of(m, **vector(m)) for m in await rows.messages(agent.id)],
-        turns=[TurnDoc.of(t, events=events[t.id]) for t in await rows.turns(agent.id)],
+        messages=[MessageDoc.of(m, **vector(m)) for m in messages],
+        turns=[TurnDoc.of(t, events=events[t.id], passed_over=passed_over(t)) for t in await rows.turns(agent.id)],
     )
 
 
@@ -152,6 +159,7 @@ async def import_document(
         Turn(
             id=turn_ids[t.id],
             agent_id=agent.id,
+            kind=t.kind,
             status=t.status,
             stop_reason=t.stop_reason,
             message=t.message,
@@ -213,6 +221,11 @@ async def import_document(
     if superseded:
         await rows.add_all([row for row, _ in superseded])
     agent.context_start_seq = _context_start_seq(messages, source.context_start)
+    passes = [(turn, t.passed_over) for turn, t in zip(turns, document.turns, strict=True) if t.passed_over is not None]
+    for turn, count in passes:
+        turn.through_seq = _flushed_seq(messages[min(count, len(messages)) - 1]) if count and messages else 0
+    if passes:
+        await rows.add_all([turn for turn, _ in passes])
     await rows.add(agent)
     return ImportResult(
         agent=AgentRead.of(agent, blocks=blocks),
@@ -257,6 +270,8 @@ def _message(
         name=m.name,
         created_at=m.created_at,
         occurred_at=m.occurred_at or m.created_at,
+        handed_in=m.handed_in,
+        external_id=m.external_id,
     )
     if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
         message.search_text = lexical.search_text(message.recall_text())

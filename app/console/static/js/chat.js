@@ -98,7 +98,9 @@ export function chatPane(agent, { onTurnCompleted }) {
     const into = turn ? turn.steps : log;
     switch (event.type) {
       case "turn_started":
-        into.append(h("div", { class: "bubble user" }, event.message));
+        if (event.kind === "memory_pass")
+          into.append(h("div", { class: "step memory-pass", role: "note" }, event.message));
+        else into.append(h("div", { class: "bubble user" }, event.message));
         if (event.demo_model)
           into.append(
             h(

@@ -1,0 +1,246 @@
+"""Sleep-time memory passes (Letta's sleep-time compute): the agent's own LLM, offered memory tools only (no
+send_message), goes over what was said since the last pass (its own turns and conversations handed in) and keeps
+memory: durable facts stored, dated when they were said; stale ones superseded; a core block rewritten whole within
+its limit. No hidden extraction model: the agent's model decides, as it does in a turn.
+
+A pass is a turn of its own kind (`kind` = memory_pass): stored with its events, streamed on the agent's event stream
+and replayable like any turn, its usage counted. At most one runs per agent (a partial unique index on running passes;
+asking again returns the running one). It never takes the agent's turn lock, so a user's turn never waits for it (at
+most their LLM calls share the endpoint), and its block edits carry the version it read, as the API's If-Match does:
+an edit made meanwhile by a turn or an admin is never overwritten.
+
+Cost: one LLM call per step, at most ENGRAM_MAX_STEPS; a pass that stores a few facts and rewrites a block takes
+2-4 calls, with a prompt of the instructions, core memory and the transcript (at most half the context window; what
+does not fit is left to the next pass, which follows at once). An agent with nothing new said costs no call."""
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.service import running_agent
+from app.chat import tools
+from app.chat.events import ErrorEvent, Reasoning, StopReason, TurnStarted
+from app.chat.locks import AgentLocks, pass_lock_key
+from app.chat.models import Turn
+from app.chat.prompt import render_block
+from app.chat.repository import TurnRepository
+from app.chat.tokens import estimate_tokens
+from app.chat.turn_state import EventOutlet, TurnResult, TurnState, calls_of, run_calls
+from app.db import transaction
+from app.detached import DetachedTasks
+from app.errors import LLMError, ServiceUnavailable
+from app.llm.chat import ChatModel, ToolCall
+from app.llm.embeddings import Embedder
+from app.memory.models import MemoryBlock, Message
+from app.memory.service import CoreMemory, MessageLog
+from app.metrics import MEMORY_PASSES
+from app.models_base import utcnow
+from app.quotas.service import Meter
+from app.settings import Settings
+
+log = logging.getLogger("engram.memory_pass")
+
+MAX_MESSAGES = 400  # per pass; more are left to the next one
+MESSAGE_CHARS = 2000  # of one message in the transcript
+TRANSCRIPT_SHARE = 0.5  # of the context window
+
+INSTRUCTIONS = """\
+You keep the long-term memory of {name}, an AI agent with persistent memory (Engram). This is not a conversation: \
+nobody reads what you write, only your tool calls change anything. Below is what was said since the last memory \
+pass, each message dated, and the agent's core memory as it is now.
+
+Do this, then stop:
+1. Store every durable fact in the conversation that memory does not hold yet (about the user and the people, \
+places, plans, preferences and events in their life) with `archival_memory_create`: one self-contained fact per \
+call, in the conversation's language, with `occurred_at` = the date of the message that says it. Skip small talk.
+2. When a fact replaces one already stored (a move, a changed plan or preference), supersede the old one with \
+`archival_memory_supersede` (its id: from the memories listed when you store, or from `archival_memory_search`).
+3. If core memory is out of date, rewrite that block whole with `core_memory_update`: current facts only, the most \
+important first, within its limit, details left to archival memory.
+When memory is up to date, answer with one line saying what you changed, without a tool call."""
+
+
+class MemoryPasses:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        sessions: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        llm: ChatModel | None,
+        outlet: EventOutlet,
+        settings: Settings,
+    ):
+        self.locks = AgentLocks(engine, key=pass_lock_key)
+        self.sessions = sessions
+        self.embedder = embedder
+        self.llm = llm
+        self.outlet = outlet
+        self.settings = settings
+        self.tasks: DetachedTasks[TurnResult | None] = DetachedTasks()
+
+    async def request(self, agent_id: uuid.UUID, meter: Meter | None = None, *, admit: bool = False) -> uuid.UUID:
+        """Queue a pass over what was said since the last one; its id (the running pass's, if there is one). `meter`:
+        the quotas its tokens count against (`admit`: and that admit it as a turn first)."""
+        if self.llm is None:
+            raise ServiceUnavailable("no LLM is configured: a memory pass runs the agent's LLM (see README: Configuration)")
+        if admit and meter is not None:
+            await meter.admit_turn()
+        while True:
+            turn = Turn(agent_id=agent_id, kind="memory_pass", message="memory pass")
+            async with transaction(self.sessions) as session:
+                turns = TurnRepository(session)
+                if await turns.add_pass(turn):
+                    break
+                running = await turns.running_pass(agent_id)
+            if running is not None:
+                return running.id
+            # The running pass ended in between: ask again.
+        self.tasks.spawn(self._run(agent_id, turn.id, meter), name=f"memory-pass-{turn.id}")
+        return turn.id
+
+    async def after_turn(self, agent_id: uuid.UUID, meter: Meter | None) -> None:
+        """Queue a pass once ENGRAM_MEMORY_PASS_EVERY_TURNS turns have run since the last one."""
+        every = self.settings.memory_pass_every_turns
+        if every <= 0 or self.llm is None:
+            return
+        try:
+            async with self.sessions() as session:
+                through = await TurnRepository(session).last_pass_through(agent_id)
+                turns = await MessageLog(session).count_user_turns_after(agent_id, through)
+            if turns >= every:
+                await self.request(agent_id, meter)
+        except Exception:  # the turn has run: a pass not queued now is queued after the next one
+            log.warning("could not queue the memory pass of agent %s", agent_id, exc_info=True)
+
+    async def shutdown(self) -> None:
+        """Passes in flight are cancelled (stored as cancelled): the next pass goes over their messages again."""
+        await self.tasks.shutdown(0)
+
+    async def _run(self, agent_id: uuid.UUID, turn_id: uuid.UUID, meter: Meter | None) -> TurnResult | None:
+        state = TurnState(agent_id, turn_id, self.outlet, deadline=time.monotonic() + self.settings.turn_timeout_seconds)
+        try:
+            async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
+                stop, reply, through_seq, more = await self._pass(state)
+                result = await self._finish(state, stop, reply, through_seq)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._finish(state, "cancelled", "", None))
+            raise
+        except Exception as exc:
+            log.exception("memory pass %s of agent %s failed", turn_id, agent_id)
+            state.emit(
+                ErrorEvent, code="internal_error", detail=f"the memory pass stopped on an internal error: {type(exc).__name__}"
+            )
+            return await asyncio.shield(self._finish(state, "interrupted", "", None))
+        finally:
+            if meter is not None:
+                await asyncio.shield(meter.spend_tokens(state.usage.prompt_tokens + state.usage.completion_tokens))
+        if more:
+            await self.request(agent_id, meter)
+        return result
+
+    async def _pass(self, state: TurnState) -> tuple[StopReason, str, int | None, bool]:
+        """(how it stopped, its closing line, the last message it went over, whether more are waiting)."""
+        assert self.llm is not None
+        async with state.committing(self.sessions) as session:
+            agent = await running_agent(session, state.agent_id)
+            if agent is None:
+                return "cancelled", "", None, False
+            after = await TurnRepository(session).last_pass_through(state.agent_id)
+            said = await MessageLog(session).said_after(state.agent_id, after, limit=MAX_MESSAGES + 1)
+            blocks = await CoreMemory(session).blocks_of(state.agent_id)
+            window = self.settings.context_window_for(agent.model or self.settings.default_llm_model)
+            lines = fitted_transcript(said[:MAX_MESSAGES], int(window * TRANSCRIPT_SHARE))
+            through = said[len(lines) - 1].seq if lines else None
+            state.emit(TurnStarted, kind="memory_pass", message=describe(said[: len(lines)]))
+        if not lines:
+            return "end_turn", "nothing new to remember", None, False
+        more = len(lines) < len(said)
+        conversation = pass_request(agent, blocks, lines, utcnow())
+        ctx_versions = {b.label: b.version for b in blocks}
+        for step in range(1, self.settings.max_steps + 1):
+            state.steps = step
+            try:
+                completion = await self.llm.complete(
+                    conversation, tools.MEMORY_PASS_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
+                )
+            except LLMError as exc:
+                state.emit(ErrorEvent, code="llm_error", detail=str(exc))
+                return "llm_error", "", None, False
+            state.count(completion)
+            calls, monologue = calls_of(completion, tools.MEMORY_PASS_TOOLS)
+            if monologue:
+                state.emit(Reasoning, step=step, text=monologue)
+            if not calls:
+                return "end_turn", monologue, through, more
+            async with state.committing(self.sessions) as session:
+                ctx = tools.ToolContext(
+                    session=session,
+                    embedder=self.embedder,
+                    agent_id=state.agent_id,
+                    turn_id=state.turn_id,
+                    context_start_seq=agent.context_start_seq,
+                    block_versions=ctx_versions,
+                )
+                outcomes = await run_calls(state, ctx, tools.MEMORY_PASS_TOOLS, step, calls)
+            conversation += step_messages(monologue, outcomes)
+        return "max_steps", "", through, more
+
+    async def _finish(self, state: TurnState, stop: StopReason, reply: str, through_seq: int | None) -> TurnResult:
+        MEMORY_PASSES.labels(stop).inc()
+        return await state.finish(self.sessions, stop, reply, through_seq=through_seq)
+
+
+def fitted_transcript(said: Sequence[Message], budget_tokens: int) -> list[str]:
+    """One dated line per message, oldest first, as many as fit in the budget (at least one)."""
+    lines: list[str] = []
+    used = 0
+    for message in said:
+        line = f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()[:MESSAGE_CHARS]}"
+        used += estimate_tokens(line)
+        if lines and used > budget_tokens:
+            break
+        lines.append(line)
+    return lines
+
+
+def describe(said: Sequence[Message]) -> str:
+    if not said:
+        return "memory pass: nothing new since the last one"
+    first, last = said[0].occurred_at, said[-1].occurred_at
+    return f"memory pass over {len(said)} message(s) said {span(first, last)}"
+
+
+def span(first: datetime, last: datetime) -> str:
+    return f"on {first:%Y-%m-%d}" if first.date() == last.date() else f"from {first:%Y-%m-%d} to {last:%Y-%m-%d}"
+
+
+def pass_request(agent: Agent, blocks: Sequence[MemoryBlock], lines: list[str], now: datetime) -> list[dict[str, Any]]:
+    system = "\n\n".join(
+        [
+            INSTRUCTIONS.format(name=agent.name),
+            "## Core memory (characters used / limit)\n" + "\n".join(render_block(b) for b in blocks),
+            f"Current time: {now:%A %Y-%m-%d %H:%M %Z}",
+        ]
+    )
+    transcript = "Said since the last memory pass:\n" + "\n".join(lines)
+    return [{"role": "system", "content": system}, {"role": "user", "content": transcript}]
+
+
+def step_messages(monologue: str, outcomes: list[tuple[ToolCall, tools.ToolOutcome]]) -> list[dict[str, Any]]:
+    """A step as the LLM sees it on the next one: its calls, then their results."""
+    calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}} for call, _ in outcomes
+    ]
+    return [
+        {"role": "assistant", "content": monologue or None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": call.id, "content": outcome.result} for call, outcome in outcomes),
+    ]

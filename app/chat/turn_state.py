@@ -1,0 +1,132 @@
+"""What every kind of turn (a chat turn, a memory pass) shares: its events, stored in the transaction that makes them
+true and handed to the outlet once it has committed; its LLM usage and time budget; and one step's tool calls run
+with their events."""
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.chat import tools
+from app.chat.events import Event, StopReason, ToolCallEvent, ToolResultEvent, TurnCompleted, Usage, turn_status
+from app.chat.repository import TurnRepository
+from app.db import transaction
+from app.errors import LLMError
+from app.llm.chat import Completion, ToolCall, decode_arguments
+from app.llm.parsing import parse_text_tool_calls
+from app.models_base import utcnow
+
+
+class EventOutlet(Protocol):
+    """Where a turn's events go besides its store (app/delivery): told of them inside the transaction that stores
+    them, handed them once it has committed."""
+
+    async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None: ...
+
+    def committed(self, events: Sequence[Event]) -> None: ...
+
+
+@dataclass
+class TurnResult:
+    turn_id: uuid.UUID
+    events: list[Event]  # in order; a finished turn's last one is turn_completed
+
+
+@dataclass
+class TurnState:
+    agent_id: uuid.UUID
+    turn_id: uuid.UUID
+    outlet: EventOutlet
+    events: list[Event] = field(default_factory=list)
+    unsaved: list[Event] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
+    steps: int = 0
+
+    def budget_left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LLMError("the turn used up its time budget (ENGRAM_TURN_TIMEOUT_SECONDS)")
+        return left
+
+    def count(self, completion: Completion) -> None:
+        self.usage.llm_calls += 1
+        self.usage.prompt_tokens += completion.prompt_tokens
+        self.usage.completion_tokens += completion.completion_tokens
+
+    def emit(self, event_type: type[Any], /, **fields: Any) -> Event:
+        """Record an event; it is stored and goes live with the next committing() transaction."""
+        event = event_type(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
+        self.events.append(event)
+        self.unsaved.append(event)
+        return event
+
+    @asynccontextmanager
+    async def committing(self, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+        """A transaction that also stores the turn's new events. Watchers see them only once it has committed,
+        so what they saw is always what replay shows."""
+        async with transaction(sessions) as session:
+            yield session
+            saving = list(self.unsaved)
+            if saving:
+                await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
+                await self.outlet.stored(session, self.turn_id, self.agent_id, saving)
+        self.unsaved = self.unsaved[len(saving) :]
+        self.outlet.committed(saving)
+
+    async def finish(
+        self, sessions: async_sessionmaker[AsyncSession], stop: StopReason, reply: str, *, through_seq: int | None = None
+    ) -> TurnResult:
+        """The closing event and the turn's outcome, stored together (nothing, when the agent was deleted meanwhile)."""
+        self.emit(TurnCompleted, stop_reason=stop, reply=reply, usage=self.usage)
+        async with self.committing(sessions) as session:
+            turn = await TurnRepository(session).get(self.agent_id, self.turn_id)
+            if turn is not None:
+                turn.status, turn.stop_reason, turn.reply = turn_status(stop), stop, reply
+                turn.usage, turn.finished_at = self.usage.model_dump(), utcnow()
+                if through_seq is not None:
+                    turn.through_seq = through_seq
+                session.add(turn)
+            else:
+                self.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
+        return TurnResult(self.turn_id, self.events)
+
+
+def calls_of(completion: Completion, toolset: tools.Toolset) -> tuple[list[ToolCall], str]:
+    """Native tool calls, or calls written as text; plus the inner monologue."""
+    monologue = "\n".join(p for p in (completion.reasoning.strip(), completion.content.strip()) if p)
+    if completion.tool_calls:
+        return completion.tool_calls, monologue
+    parsed = parse_text_tool_calls(completion.content, toolset.params)
+    if not parsed:
+        return [], monologue
+    calls = [
+        ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=c.name, arguments=json.dumps(c.arguments, ensure_ascii=False))
+        for c in parsed
+    ]
+    return calls, completion.reasoning.strip()
+
+
+async def run_calls(
+    state: TurnState, ctx: tools.ToolContext, toolset: tools.Toolset, step: int, calls: list[ToolCall]
+) -> list[tuple[ToolCall, tools.ToolOutcome]]:
+    """Execute one step's calls in order, each announced by its tool_call event and followed by its tool_result."""
+    outcomes = []
+    for call in calls:
+        try:
+            arguments = decode_arguments(call.arguments)
+        except ValueError as exc:
+            state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments={"_raw": call.arguments})
+            outcome = tools.ToolOutcome(False, f"Error: {exc}", {})
+        else:
+            state.emit(ToolCallEvent, step=step, call_id=call.id, name=call.name, arguments=arguments)
+            outcome = await tools.execute(ctx, call.name, arguments, toolset)
+        state.emit(ToolResultEvent, step=step, call_id=call.id, name=call.name, ok=outcome.ok, result=outcome.result)
+        outcomes.append((call, outcome))
+    return outcomes

@@ -1,0 +1,58 @@
+"""Conversations handed in by services that run their own LLM (mem0's main use): stored in recall memory, embedded
+and dated as given, without running the agent. They never enter the agent's context window (it took no part in
+them); conversation_search, automatic recollection, `GET …/messages` and memory passes read them."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.errors import Conflict
+from app.llm.embeddings import Embedder
+from app.memory import lexical
+from app.memory.models import Message
+from app.memory.repository import MessageRepository
+from app.memory.schemas import HandedInMessage
+
+EMBED_BATCH = 64
+
+
+@dataclass
+class HandIn:
+    message_ids: list[uuid.UUID]  # in the order given; a repeat's is the one stored earlier
+    stored: int
+
+
+async def hand_in(session: AsyncSession, embedder: Embedder, agent_id: uuid.UUID, items: Sequence[HandedInMessage]) -> HandIn:
+    """Store the messages not handed in before (by their ids), in the order given."""
+    messages = MessageRepository(session)
+    known = await messages.with_external_ids(agent_id, [item.id for item in items if item.id is not None])
+    new = [item for item in items if item.id is None or item.id not in known]
+    vectors: list[list[float]] = []
+    for start in range(0, len(new), EMBED_BATCH):
+        vectors += await embedder.embed_passages([item.content for item in new[start : start + EMBED_BATCH]])
+    rows = []
+    for item, vector in zip(new, vectors, strict=True):
+        row = Message(
+            agent_id=agent_id,
+            role=item.role,
+            content=item.content,
+            search_text=lexical.search_text(item.content),
+            embedding=vector,
+            embedding_model=embedder.model,
+            handed_in=True,
+            external_id=item.id,
+        )
+        if item.occurred_at is not None:  # else when it is stored (occurred_field)
+            row.occurred_at = item.occurred_at
+        rows.append(row)
+    try:
+        async with session.begin_nested():
+            await messages.add_all(rows)
+    except IntegrityError as exc:
+        raise Conflict("another request is handing in messages with the same ids; retry this one") from exc
+    stored = iter(rows)
+    ids = [known[item.id].id if item.id is not None and item.id in known else next(stored).id for item in items]
+    return HandIn(message_ids=ids, stored=len(rows))
