@@ -253,3 +253,15 @@ def test_passes_every_n_turns_never_delay_a_turn(settings: Settings, embedder: E
 
         done = finished_pass(client, agent, started["turn_id"])
         assert (done["stop_reason"], done["reply"]) == ("end_turn", "nothing worth keeping")
+
+
+def test_without_an_llm_a_pass_is_refused_before_anything_is_stored(database_url: str, embedder: Embedder) -> None:
+    bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
+    with checked_client(create_app(bare, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": "no llm, no pass"}).json()
+        refused = client.post(messages_url(agent), json={"messages": MOVE, "memory_pass": True})
+        assert refused.status_code == 503 and "no LLM is configured" in refused.json()["detail"]
+        assert client.get(messages_url(agent)).json()["items"] == []
+        assert client.post(f"/v1/agents/{agent['id']}/memory-pass").status_code == 503
+        # Handing in alone needs no LLM.
+        assert client.post(messages_url(agent), json={"messages": MOVE}).json()["stored"] == 3

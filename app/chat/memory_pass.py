@@ -76,8 +76,7 @@ class MemoryPasses:
     async def request(self, agent_id: uuid.UUID, meter: Meter | None = None, *, admit: bool = False) -> uuid.UUID:
         """Queue a pass over what was said since the last one; its id (the running pass's, if there is one). `meter`:
         the quotas its tokens count against (`admit`: and that admit it as a turn first)."""
-        if self.llm is None:
-            raise ServiceUnavailable("no LLM is configured: a memory pass runs the agent's LLM (see README: Configuration)")
+        self.require_llm()
         if admit and meter is not None:
             await meter.admit_turn()
         while True:
@@ -92,6 +91,10 @@ class MemoryPasses:
             # The running pass ended in between: ask again.
         self.tasks.spawn(self._run(agent_id, turn.id, meter), name=f"memory-pass-{turn.id}")
         return turn.id
+
+    def require_llm(self) -> None:
+        if self.llm is None:
+            raise ServiceUnavailable("no LLM is configured: a memory pass runs the agent's LLM (see README: Connect an LLM)")
 
     async def after_turn(self, agent_id: uuid.UUID, meter: Meter | None) -> None:
         """Queue a pass once ENGRAM_MEMORY_PASS_EVERY_TURNS turns have run since the last one."""
