@@ -6,7 +6,8 @@ recall per question type through ArchivalMemory.search (k=10, hybrid), knowledge
 Storing and reading facts by date is what this measures; superseding a fact takes a model's judgement (the agent's
 archival_memory_supersede, a memory pass), which a replay of a haystack has none of.
 
-    python -m bench.dated_recall --cache DIR   # shares bench/retrieval.py's embedding cache
+    python -m bench.dated_recall --cache DIR   # shares bench/retrieval.py's embedding cache (first run: ~1 h)
+    python -m bench.dated_recall --cache DIR --types knowledge-update temporal-reasoning   # 10 of the 28 haystacks
 """
 
 import argparse
@@ -40,7 +41,9 @@ async def bench(url: str, args: argparse.Namespace) -> dict[str, dict[str, list[
     embedder: Embedder = build_embedder(Settings())
     if args.cache:
         embedder = CachedEmbedder(embedder, args.cache)
-    corpora = longmemeval(limit=args.limit).corpora
+    corpora = [
+        c for c in longmemeval(limit=args.limit).corpora if not args.types or any(q.category in args.types for q in c.questions)
+    ]
     recalls: dict[str, dict[str, list[list[float]]]] = {run: {} for run in RUNS}
     try:
         for i, corpus in enumerate(corpora, 1):
@@ -74,6 +77,7 @@ def report(recalls: dict[str, dict[str, list[list[float]]]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--types", nargs="+", help="only questions of these types (each is one ~500-turn haystack)")
     parser.add_argument("--batch", type=int, default=128, help="turns per ArchivalMemory.add() call")
     parser.add_argument("--cache", type=Path, help="keep embeddings in this folder across runs")
     args = parser.parse_args()
