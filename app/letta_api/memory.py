@@ -2,7 +2,7 @@
 ArchivalMemory, with Engram's rules (block limits, near-duplicate passages) applying as they do everywhere."""
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -59,7 +59,7 @@ async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBloc
     await core.get(agent.id, block_label)  # a block Letta's route would not find is a 404, never created here
     if body.label is not None and body.label != block_label:
         raise NotSupported("renaming a block: create one with the new label through Engram's API (docs/letta.md)")
-    value = body.value if body.value is not None else (lambda current: current)
+    value: str | Callable[[str], str] = body.value if body.value is not None else (lambda current: current)
     block, _ = await core.write(
         agent.id,
         block_label,

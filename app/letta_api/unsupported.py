@@ -1,6 +1,9 @@
 """The parts of Letta's API Engram has no counterpart for answer 501 with what to do instead (docs/letta.md has
 the whole table), rather than a 404 the SDK would report as a missing agent."""
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
 from fastapi import APIRouter, Request
 
 from app.letta_api.common import DOCS, NotSupported
@@ -31,7 +34,7 @@ UNSUPPORTED: list[tuple[list[str], str, str]] = [
 ]
 
 
-def _refuse(why: str) -> object:
+def _refuse(why: str) -> Callable[[Request], Coroutine[Any, Any, None]]:
     async def refuse(request: Request) -> None:
         raise NotSupported(f"{request.method} {request.url.path} is not supported by Engram: {why} (see {DOCS})")
 
@@ -39,7 +42,7 @@ def _refuse(why: str) -> object:
 
 
 for methods, path, why in UNSUPPORTED:
-    router.add_api_route(path, _refuse(why), methods=methods)  # type: ignore[arg-type]
+    router.add_api_route(path, _refuse(why), methods=methods)
 
 
 @fallback.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
