@@ -126,6 +126,11 @@ def test_keys_and_tenants(keyed: TestClient) -> None:
 
 def test_any_key_from_loopback_without_keys(client: TestClient) -> None:
     assert letta_sdk(client, "whatever-the-sdk-sends").agents.list(limit=1) is not None
+    # Without the SDK's trailing slash too; errors keep Engram's body, whose `detail` Letta's clients read.
+    assert client.get("/letta/v1/agents", params={"limit": 1}, headers={"Authorization": "Bearer x"}).status_code == 200
+    assert client.get("/letta/v1/health").json()["status"] == "ok"
+    missing = client.get(f"/letta/v1/agents/agent-{uuid.uuid4()}")
+    assert missing.status_code == 404 and set(missing.json()) == {"error", "detail"}
 
 
 def test_what_engram_lacks_is_a_501_with_a_pointer(client: TestClient) -> None:

@@ -158,6 +158,13 @@ async def list_agents(
     return [await states.of(agent) for agent in page]
 
 
+# The SDK names these with a trailing slash; the same without one (as other clients may send them) lands here too,
+# not on the 501 catch-all.
+router.add_api_route("/health", health, methods=["GET"], include_in_schema=False)
+router.add_api_route("/agents", create_agent, methods=["POST"], include_in_schema=False)
+router.add_api_route("/agents", list_agents, methods=["GET"], include_in_schema=False)
+
+
 @router.get("/agents/{agent_id}")
 async def retrieve_agent(agent: LettaAgentDep, states: StatesDep) -> LettaAgentState:
     """The agent with its blocks (Letta's `include` is accepted and ignored: blocks and tools always come)."""
