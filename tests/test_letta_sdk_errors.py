@@ -71,6 +71,15 @@ def test_bad_input_is_unprocessable(client: TestClient, llm: ScriptedLLM) -> Non
         sdk.agents.import_file(file=("x.af", b"not json"))
     with pytest.raises(UnprocessableEntityError):
         sdk.agents.import_file(file=("x.af", b'{"unrelated": true}'))
+    # What a supported endpoint cannot do is bad input too, saying what to do instead.
+    for attempt in (
+        lambda: sdk.agents.list(tags=["x"]),
+        lambda: sdk.agents.create(name=unique("shared"), block_ids=[f"block-{uuid.uuid4()}"]),
+        lambda: sdk.agents.blocks.update("human", agent_id=agent.id, label="person"),
+    ):
+        with pytest.raises(UnprocessableEntityError) as unsupported:
+            attempt()
+        assert unsupported.value.body["error"] == "not_supported"  # type: ignore[index]
     assert llm.requests == []  # nothing bad reached the LLM
 
 
@@ -142,8 +151,6 @@ def test_what_engram_lacks_is_a_501_with_a_pointer(client: TestClient) -> None:
         lambda: sdk.agents.messages.reset(agent.id),
         lambda: sdk.agents.messages.cancel(agent.id),
         lambda: sdk.agents.messages.create_async(agent_id=agent.id, input="hi"),
-        lambda: sdk.agents.list(tags=["x"]),
-        lambda: sdk.agents.create(name=unique("shared"), block_ids=[f"block-{uuid.uuid4()}"]),
         lambda: sdk.blocks.list(),
         lambda: sdk.tools.list(),
         lambda: sdk.agents.recompile(agent.id),

@@ -17,8 +17,8 @@ from app.agents.schemas import AgentUpdate as EngramAgentUpdate
 from app.agents.service import AgentService, tenant_agents
 from app.api.deps import CoreMemoryDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
 from app.chat.tools import TOOL_SCHEMAS
-from app.errors import Unprocessable
-from app.letta_api.common import LettaAgentDep, NotSupported, engram_id, engram_request, letta_id
+from app.errors import ERROR_RESPONSES, Unprocessable
+from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, engram_request, letta_id
 from app.letta_api.paging import Before, Cursor, Limit, Order, cut, ordered
 from app.letta_api.schemas import (
     LettaAgentCreate,
@@ -39,7 +39,7 @@ from app.portability.agent_file import to_agent_file
 from app.portability.service import export_agent, import_document, read_upload
 from app.settings import Settings
 
-router = APIRouter(prefix="/v1", tags=["letta"])
+router = APIRouter(prefix="/v1", tags=["letta"], responses=ERROR_RESPONSES)
 SHARED_BLOCKS = "block_ids: Engram's blocks belong to one agent; give their values in memory_blocks (docs/letta.md)"
 TOOL_NAMESPACE = uuid.UUID("6f1d3c4e-2b8a-4e0f-9a57-3c1e8d2b7a60")  # Engram's tools' stable Letta ids
 
@@ -104,7 +104,7 @@ async def create_agent(
     """Create an agent with its memory blocks (none unless given, as in Letta). Its model and embedder are the
     server's: `model`, `embedding`, `llm_config`, `tools` and the rest of Letta's settings are accepted and ignored."""
     if body.block_ids:
-        raise NotSupported(SHARED_BLOCKS)
+        raise UnsupportedInput(SHARED_BLOCKS)
     spec = engram_request(
         EngramAgentCreate,
         {
@@ -144,7 +144,7 @@ async def list_agents(
 ) -> list[LettaAgentState]:
     """The tenant's agents, newest first unless `order=asc`."""
     if tags:
-        raise NotSupported("tags: Engram's agents carry no tags; filter by name or query_text (docs/letta.md)")
+        raise UnsupportedInput("tags: Engram's agents carry no tags; filter by name or query_text (docs/letta.md)")
     agents: Sequence[Agent] = await tenant_agents(session, principal.tenant_id)  # oldest first
     if name is not None:
         agents = [a for a in agents if a.name == name]
@@ -177,7 +177,7 @@ async def modify_agent(
 ) -> LettaAgentState:
     """Rename the agent or change its instructions (`system`); Letta's other settings are accepted and ignored."""
     if body.block_ids is not None:
-        raise NotSupported(SHARED_BLOCKS + "; change a block with PATCH …/core-memory/blocks/{label}")
+        raise UnsupportedInput(SHARED_BLOCKS + "; change a block with PATCH …/core-memory/blocks/{label}")
     changes = {field: value for field, value in (("name", body.name), ("system", body.system)) if value is not None}
     read = await agents.update(agent, engram_request(EngramAgentUpdate, changes))
     return await states.of(read)

@@ -17,9 +17,16 @@ DOCS = "docs/letta.md"
 
 
 class NotSupported(EngramError):
-    """A part of Letta's API Engram has no counterpart for: 501, saying what to do instead."""
+    """An endpoint of Letta's API Engram has no counterpart for: 501, saying what to do instead."""
 
     status_code = 501
+    code = "not_supported"
+
+
+class UnsupportedInput(Unprocessable):
+    """A request of a supported endpoint asking for what Engram cannot do (shared blocks, agent tags): 422, saying
+    what to do instead, as for any input Engram cannot take."""
+
     code = "not_supported"
 
 

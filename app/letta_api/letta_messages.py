@@ -7,8 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from app.chat.schemas import MAX_MESSAGE_CHARS
+from app.chat.schemas import ChatRequest
 from app.errors import Unprocessable
+from app.letta_api.common import engram_request
 from app.letta_api.schemas import LettaRequest
 
 MessageType = Literal[
@@ -151,9 +152,7 @@ class LettaMessageRequest(LettaRequest):
         text = "\n\n".join(p for p in parts if p.strip())
         if not text:
             raise Unprocessable("send a user message with some text (`messages` or `input`)")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise Unprocessable(f"the message is over {MAX_MESSAGE_CHARS} characters")
-        return text
+        return engram_request(ChatRequest, {"message": text}).message  # Engram's rules for a turn's message
 
 
 def _text(content: str | list[LettaContentPart]) -> str:

@@ -3,13 +3,13 @@ ArchivalMemory, with Engram's rules (block limits, near-duplicate passages) appl
 
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ArchivalMemoryDep, CoreMemoryDep
-from app.letta_api.common import LettaAgentDep, NotSupported, engram_id, letta_id
+from app.errors import ERROR_RESPONSES
+from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, letta_id
 from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, cut, letta_page, ordered, walk
 from app.letta_api.schemas import (
     LettaBlock,
@@ -21,10 +21,10 @@ from app.letta_api.schemas import (
     LettaSearchResult,
 )
 from app.memory.models import ArchivalPassage
-from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS
+from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
 from app.memory.service import NewPassage
 
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"])
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
 
 Label = Annotated[str, Path(description="the block's label")]
 
@@ -58,7 +58,7 @@ async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBloc
     much; the block's history keeps every value, as for any write through Engram's API)."""
     await core.get(agent.id, block_label)  # a block Letta's route would not find is a 404, never created here
     if body.label is not None and body.label != block_label:
-        raise NotSupported("renaming a block: create one with the new label through Engram's API (docs/letta.md)")
+        raise UnsupportedInput("renaming a block: create one with the new label through Engram's API (docs/letta.md)")
     value: str | Callable[[str], str] = body.value if body.value is not None else (lambda current: current)
     block, _ = await core.write(
         agent.id,
@@ -118,8 +118,8 @@ async def search_passages(
     tags: Annotated[list[str] | None, Query(max_length=MAX_TAGS)] = None,
     tag_match_mode: Literal["any", "all"] = "any",
     top_k: Annotated[int | None, Query(ge=1, le=100)] = None,
-    start_datetime: Annotated[datetime | None, Query(description="stored after this time")] = None,
-    end_datetime: Annotated[datetime | None, Query(description="stored before this time")] = None,
+    start_datetime: Annotated[Instant | None, Query(description="stored after this time")] = None,
+    end_datetime: Annotated[Instant | None, Query(description="stored before this time")] = None,
 ) -> LettaPassageSearchResponse:
     """Hybrid search (meaning and words, any language) over the current passages, with Letta's tag and date filters."""
     k = top_k or 5

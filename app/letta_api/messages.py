@@ -17,7 +17,7 @@ from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, RecallMemoryDep
 from app.chat.events import ErrorEvent, Event, TurnCompleted
 from app.chat.schemas import ChatResponse
-from app.errors import EngramError
+from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, TurnErrorBody
 from app.letta_api.common import LettaAgentDep, LettaAgentIdDep
 from app.letta_api.letta_messages import (
     LettaErrorMessage,
@@ -32,24 +32,27 @@ from app.letta_api.translate import STOP_REASONS, TurnMessages, run_id, stored_m
 from app.memory.models import Message
 
 log = logging.getLogger("engram.letta")
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"])
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
 
-EVENT_STREAM = {
+TURN_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "streaming: Letta's messages as server-sent events (`data: <json>`), then `data: [DONE]`",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
+    },
+    409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
+    502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
+    503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
 }
 
 
-@router.post("/messages", response_model=LettaResponse, responses=EVENT_STREAM)
+@router.post("/messages", response_model=LettaResponse, responses=TURN_RESPONSES)
 async def create_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep) -> Any:
     """Run a turn with the user's message: the agent's steps as Letta's messages, the stop reason and the usage.
     A turn the LLM failed is a 502 (the message stays stored); with `streaming: true`, server-sent events."""
     return await _turn(agent_id, body, streams, meter, stream=body.streaming)
 
 
-@router.post("/messages/stream", responses=EVENT_STREAM)
+@router.post("/messages/stream", responses=TURN_RESPONSES)
 async def stream_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep) -> Any:
     """Run a turn and stream its steps as server-sent events while it runs: each step's messages as they happen
     (whole steps: `stream_tokens` is accepted and ignored), then the stop reason and the usage."""

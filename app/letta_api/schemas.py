@@ -11,7 +11,7 @@ from app.agents.models import Agent
 from app.agents.schemas import AgentRead
 from app.letta_api.common import letta_id
 from app.memory.models import ArchivalPassage, MemoryBlock
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_PASSAGE_CHARS, MAX_TAGS
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_PASSAGE_CHARS, MAX_TAGS, Instant
 
 
 class LettaRequest(BaseModel):
@@ -50,7 +50,7 @@ class LettaBlockUpdate(LettaRequest):
 class LettaPassageCreate(LettaRequest):
     text: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[str] | None = Field(default=None, max_length=MAX_TAGS)
-    created_at: datetime | None = Field(default=None, description="when it happened (Engram's occurred_at); default: now")
+    created_at: Instant | None = Field(default=None, description="when it happened (Engram's occurred_at); default: now")
 
 
 class LettaLlmConfig(BaseModel):
