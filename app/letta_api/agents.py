@@ -176,7 +176,7 @@ async def modify_agent(
     agent: LettaAgentDep, body: LettaAgentUpdate, agents: AgentServiceDep, states: StatesDep
 ) -> LettaAgentState:
     """Rename the agent or change its instructions (`system`); Letta's other settings are accepted and ignored."""
-    if body.block_ids is not None:
+    if body.block_ids:
         raise UnsupportedInput(SHARED_BLOCKS + "; change a block with PATCH …/core-memory/blocks/{label}")
     changes = {field: value for field, value in (("name", body.name), ("system", body.system)) if value is not None}
     read = await agents.update(agent, engram_request(EngramAgentUpdate, changes))

@@ -132,7 +132,11 @@ async def search_passages(
     ]
     found.sort(key=lambda m: m.score, reverse=True)
     seen: set[uuid.UUID] = set()
-    matches = [m for m in found if not (m.passage.id in seen or seen.add(m.passage.id))][:k]
+    matches = []
+    for match in found:
+        if match.passage.id not in seen and len(matches) < k:
+            seen.add(match.passage.id)
+            matches.append(match)
     results = [
         LettaSearchResult(
             id=letta_id("passage", m.passage.id),

@@ -6,7 +6,7 @@ request asks for `use_assistant_message: false`."""
 import json
 import uuid
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Literal
 
 from app.chat.events import Event, MessageEvent, Reasoning, StopReason, ToolCallEvent, ToolResultEvent, Usage
 from app.letta_api.common import letta_id
@@ -110,7 +110,7 @@ def stored_messages(message: Message, *, use_assistant_message: bool = True) -> 
     if message.role == "tool":
         if use_assistant_message and message.name == SEND_MESSAGE:
             return []
-        status = "error" if message.content.startswith("Error") else "success"
+        status: Literal["success", "error"] = "error" if message.content.startswith("Error") else "success"
         return [
             LettaToolReturnMessage(
                 tool_return=message.content,
