@@ -3,7 +3,7 @@ assistant_message, user_message, system_message), the stream's closing items (st
 error_message), and the request that sends a turn."""
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -162,7 +162,3 @@ def _text(content: str | list[LettaContentPart]) -> str:
     if kinds:
         raise Unprocessable(f"only text content is supported (got {', '.join(sorted(kinds))})")
     return "\n".join(part.text or "" for part in content)
-
-
-def dumped(item: BaseModel) -> dict[str, Any]:
-    return item.model_dump(mode="json")
