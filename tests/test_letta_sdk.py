@@ -100,7 +100,7 @@ def test_quickstart(client: TestClient, llm: ScriptedLLM) -> None:
     assert conversation[0].content == "私の名前はアイコです"  # type: ignore[union-attr]
     assert conversation[-1].content == "はじめまして、アイコさん！"  # type: ignore[union-attr]
     assert conversation[1].id == conversation[2].id != conversation[4].id  # one stored message per step, as in Letta
-    newest = list(sdk.agents.messages.list(agent.id, limit=1))
+    newest = sdk.agents.messages.list(agent.id, limit=1).items  # the first page alone
     assert [m.message_type for m in newest] == ["assistant_message"]  # newest first by default
 
     # A streamed turn.
