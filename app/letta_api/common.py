@@ -1,6 +1,7 @@
 """What every Letta route shares: Letta's prefixed ids, the agent a path names, and the 501 of what Engram lacks."""
 
 import uuid
+from collections.abc import Mapping
 from typing import Annotated, Literal, TypeVar
 
 from fastapi import Depends, Path, Request
@@ -63,7 +64,7 @@ LettaAgentIdDep = Annotated[uuid.UUID, Depends(letta_agent_id)]
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def engram_request(model: type[Model], data: dict[str, object]) -> Model:
+def engram_request(model: type[Model], data: Mapping[str, object]) -> Model:
     """One of Engram's own request bodies built from a Letta request: its rules apply, a breach is a 422."""
     try:
         return model.model_validate(data)

@@ -1,7 +1,6 @@
 """Letta's core memory (an agent's blocks, by label) and archival memory (passages): over CoreMemory and
 ArchivalMemory, with Engram's rules (block limits, near-duplicate passages) applying as they do everywhere."""
 
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Annotated, Literal
 
@@ -130,13 +129,8 @@ async def search_passages(
         for tag_filter in filters
         for match in await archival.search(agent.id, query, k=k, tags=tag_filter, after=start_datetime, before=end_datetime)
     ]
-    found.sort(key=lambda m: m.score, reverse=True)
-    seen: set[uuid.UUID] = set()
-    matches = []
-    for match in found:
-        if match.passage.id not in seen and len(matches) < k:
-            seen.add(match.passage.id)
-            matches.append(match)
+    best = {m.passage.id: m for m in sorted(found, key=lambda m: m.score)}  # a passage found twice: its best score
+    matches = sorted(best.values(), key=lambda m: m.score, reverse=True)[:k]
     results = [
         LettaSearchResult(
             id=letta_id("passage", m.passage.id),
