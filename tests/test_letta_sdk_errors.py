@@ -207,3 +207,10 @@ def test_pages_follow_letta_cursors(client: TestClient, llm: ScriptedLLM) -> Non
     assert said == ["message 0", "reply 0", "message 1", "reply 1", "message 2", "reply 2"]  # all pages, in order
     only_user = sdk.agents.messages.list(agent, include_return_message_types=["user_message"], limit=2)
     assert [m.content for m in only_user] == ["message 2", "message 1", "message 0"]  # type: ignore[union-attr]
+
+
+def test_a_method_a_path_does_not_take_is_a_405_not_a_501(client: TestClient) -> None:
+    for path, allowed in (("/letta/v1/health/", "GET"), (f"/letta/v1/agents/agent-{uuid.uuid4()}/messages", "GET, POST")):
+        answered = client.request("PUT", path)
+        assert (answered.status_code, answered.headers.get("Allow")) == (405, allowed)
+    assert client.request("PUT", "/letta/v1/tools/").status_code == 501

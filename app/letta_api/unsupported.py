@@ -1,13 +1,15 @@
 """The parts of Letta's API Engram has no counterpart for answer 501 with what to do instead (docs/letta.md has
 the whole table), rather than a 404 the SDK would report as a missing agent."""
 
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 
 from app.letta_api.common import DOCS, NotSupported
 
+PARAM = re.compile(r"(\{[^/}]+\})")
 router = APIRouter(prefix="/v1", include_in_schema=False)  # included before the supported routes
 fallback = APIRouter(prefix="/v1", include_in_schema=False)  # included after them
 
@@ -47,5 +49,18 @@ for methods, path, why in UNSUPPORTED:
 
 @fallback.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 async def not_supported(request: Request, rest: str) -> None:
-    """The rest of Letta's API (tools, sources, folders, runs, templates…)."""
+    """The rest of Letta's API (tools, sources, folders, runs, templates…). A path the API serves, asked with a
+    method it does not take, is a 405 as anywhere else."""
+    if allowed := _served_methods(request):
+        raise HTTPException(405, "Method Not Allowed", headers={"Allow": ", ".join(allowed)})
     raise NotSupported(f"{request.method} {request.url.path} is not part of Engram's Letta API (see {DOCS})")
+
+
+def _served_methods(request: Request) -> list[str]:
+    """The methods of the documented path that matches the request's (with or without a trailing slash)."""
+    path = request.url.path.rstrip("/")
+    for template, operations in request.app.openapi()["paths"].items():
+        pattern = "".join("[^/]+" if part.startswith("{") else re.escape(part) for part in PARAM.split(template.rstrip("/")))
+        if re.fullmatch(pattern, path):
+            return sorted(method.upper() for method in operations)
+    return []
