@@ -4,6 +4,7 @@ Letta's fields Engram has no use for are accepted, what Engram lacks is a 501 sa
 Letta's cursors."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
@@ -214,3 +215,20 @@ def test_a_method_a_path_does_not_take_is_a_405_not_a_501(client: TestClient) ->
         answered = client.request("PUT", path)
         assert (answered.status_code, answered.headers.get("Allow")) == (405, allowed)
     assert client.request("PUT", "/letta/v1/tools/").status_code == 501
+
+
+def test_passage_dates(client: TestClient) -> None:
+    sdk = letta_sdk(client)
+    agent = sdk.agents.create(name=unique("dated"), memory_blocks=[])
+    long_ago = datetime(2024, 5, 1, 9, 30, tzinfo=UTC)
+    [dated] = sdk.agents.passages.create(
+        agent_id=agent.id, text="アイコさんは2024年5月に大阪へ引っ越しました", created_at=long_ago
+    )
+    assert dated.created_at == long_ago  # when it happened, as given
+    hour = timedelta(hours=1)
+    now = datetime.now(UTC)
+    stored_then = sdk.agents.passages.search(agent_id=agent.id, query="大阪", start_datetime=now - hour, end_datetime=now + hour)
+    assert [r.content for r in stored_then.results] == [dated.text]
+    assert datetime.fromisoformat(stored_then.results[0].timestamp) == long_ago
+    assert sdk.agents.passages.search(agent_id=agent.id, query="大阪", start_datetime=now + hour).count == 0
+    assert sdk.agents.passages.search(agent_id=agent.id, query="大阪", end_datetime=now - hour).count == 0
