@@ -17,7 +17,7 @@ from app.api import agents, chat, console, memory, memory_passes, openai_compat,
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
-from app.chat.turn_state import TurnResult
+from app.chat.turn_state import TurnResult, TurnServices
 from app.delivery.hub import EventHub
 from app.delivery.recovery import interrupt_orphaned_turns, sweep
 from app.delivery.relay import Broadcast, EventRelay
@@ -70,12 +70,8 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
     turn_tasks: DetachedTasks[TurnResult] = DetachedTasks()
-    runner = TurnRunner(
-        engine=engine, sessions=sessions, embedder=embedder, llm=llm, outlet=Broadcast(hub, origin), settings=settings
-    )
-    passes = MemoryPasses(
-        engine=engine, sessions=sessions, embedder=embedder, llm=llm, outlet=Broadcast(hub, origin), settings=settings
-    )
+    services = TurnServices(engine, sessions, embedder, llm, Broadcast(hub, origin), settings)
+    runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, passes, turn_tasks, hub)
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)

@@ -1,10 +1,13 @@
 """The memory hierarchy under pressure: context eviction with a recursive summary, recall search of evicted
 messages, memories retrieved into the prompt without a search tool call."""
 
+import uuid
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from app.chat.context import SUMMARY_MAX_CHARS, fallback_summary
+from app.memory.models import Message
 from testkit.scripted_llm import ScriptedLLM, call, text, tools
 from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
 
@@ -101,3 +104,22 @@ def test_archival_answer_reaches_the_prompt_without_a_search_call(client: TestCl
     assert "ラーメン" in food and "Mochi" not in food
     unrelated = chat(client, agent, "Can you explain how photosynthesis works?")["reply"]
     assert unrelated == "(nothing recalled)"
+
+
+def test_a_summary_that_keeps_failing_stays_one_bounded_pointer() -> None:
+    # An LLM that never summarises (the soak's scripted one answers every request with a tool call) used to add a
+    # line per eviction: after 2,500 turns the summary filled the window and every turn evicted.
+    evicted = [Message(agent_id=uuid.uuid4(), role="user", content=f"message {i}") for i in range(7)]
+    summary = fallback_summary("The user is Ken, a baker in Osaka.", evicted)
+    for _ in range(500):
+        summary = fallback_summary(summary, evicted)
+    assert summary == (
+        "The user is Ken, a baker in Osaka.\n(3507 earlier messages could not be summarised; find them with conversation_search.)"
+    )
+    long = fallback_summary("x" * (SUMMARY_MAX_CHARS + 100), evicted)
+    assert len(long) == SUMMARY_MAX_CHARS and long.endswith(
+        "(7 earlier messages could not be summarised; find them with conversation_search.)"
+    )
+    assert (
+        fallback_summary(None, evicted[:2]) == "(2 earlier messages could not be summarised; find them with conversation_search.)"
+    )

@@ -41,6 +41,8 @@ async def hand_in_messages(agent_id: AgentIdDep, body: HandInRequest, request: R
     whose `id` was handed in before is not stored again, so a retry is safe. Up to 500 messages a request: hand a
     longer conversation in over several. `memory_pass: true` queues a memory pass over them."""
     state = runtime(request.app)
+    if body.memory_pass:
+        state.turn_streams.passes.require_llm()  # refused before anything is stored
     async with transaction(state.sessions) as session:
         handed = await hand_in(session, state.embedder, agent_id, body.messages)
     pass_id = await state.turn_streams.passes.request(agent_id, meter) if body.memory_pass else None

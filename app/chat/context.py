@@ -3,6 +3,7 @@ messages since the agent's context start. Above the warning threshold the prompt
 above the eviction threshold the oldest whole turns leave the context and a recursive summary takes their place.
 Evicted messages stay in recall memory. Cuts fall only before a user message, so a tool call never loses its result."""
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from app.settings import Settings
 
 TOOLS_TOKENS = json_tokens(TOOL_SCHEMAS)
 SUMMARY_MAX_CHARS = 4000
+UNSUMMARISED = re.compile(r"\n?\((\d+) earlier messages could not be summarised; find them with conversation_search\.\)$")
 TRANSCRIPT_MESSAGE_CHARS = 1500
 
 SUMMARY_INSTRUCTIONS = """\
@@ -112,5 +114,11 @@ def summary_request(previous: str | None, evicted: list[Message]) -> list[dict[s
 
 
 def fallback_summary(previous: str | None, evicted: list[Message]) -> str:
-    note = f"({len(evicted)} earlier messages could not be summarised; find them with conversation_search.)"
-    return f"{previous}\n{note}" if previous else note
+    """The previous summary and one pointer to recall memory for every message no summary took in, within
+    SUMMARY_MAX_CHARS: an LLM that never summarises must not grow the prompt with a line per eviction."""
+    kept, count = previous or "", len(evicted)
+    if pointer := UNSUMMARISED.search(kept):
+        kept, count = kept[: pointer.start()], count + int(pointer.group(1))
+    note = f"({count} earlier messages could not be summarised; find them with conversation_search.)"
+    kept = kept[: SUMMARY_MAX_CHARS - len(note) - 1]
+    return f"{kept}\n{note}" if kept else note

@@ -21,9 +21,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
-from sqlmodel.ext.asyncio.session import AsyncSession
-
 from app.agents.models import Agent
 from app.agents.service import running_agent
 from app.chat import tools
@@ -33,18 +30,16 @@ from app.chat.models import Turn
 from app.chat.prompt import render_block
 from app.chat.repository import TurnRepository
 from app.chat.tokens import estimate_tokens
-from app.chat.turn_state import EventOutlet, TurnResult, TurnState, calls_of, run_calls
+from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.db import transaction
 from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
-from app.llm.chat import ChatModel, ToolCall
-from app.llm.embeddings import Embedder
+from app.llm.chat import ToolCall
 from app.memory.models import MemoryBlock, Message
 from app.memory.service import CoreMemory, MessageLog
 from app.metrics import MEMORY_PASSES
 from app.models_base import utcnow
 from app.quotas.service import Meter
-from app.settings import Settings
 
 log = logging.getLogger("engram.memory_pass")
 
@@ -69,29 +64,19 @@ When memory is up to date, answer with one line saying what you changed, without
 
 
 class MemoryPasses:
-    def __init__(
-        self,
-        *,
-        engine: AsyncEngine,
-        sessions: async_sessionmaker[AsyncSession],
-        embedder: Embedder,
-        llm: ChatModel | None,
-        outlet: EventOutlet,
-        settings: Settings,
-    ):
-        self.locks = AgentLocks(engine, key=pass_lock_key)
-        self.sessions = sessions
-        self.embedder = embedder
-        self.llm = llm
-        self.outlet = outlet
-        self.settings = settings
+    def __init__(self, services: TurnServices):
+        self.locks = AgentLocks(services.engine, key=pass_lock_key)
+        self.sessions = services.sessions
+        self.embedder = services.embedder
+        self.llm = services.llm
+        self.outlet = services.outlet
+        self.settings = services.settings
         self.tasks: DetachedTasks[TurnResult | None] = DetachedTasks()
 
     async def request(self, agent_id: uuid.UUID, meter: Meter | None = None, *, admit: bool = False) -> uuid.UUID:
         """Queue a pass over what was said since the last one; its id (the running pass's, if there is one). `meter`:
         the quotas its tokens count against (`admit`: and that admit it as a turn first)."""
-        if self.llm is None:
-            raise ServiceUnavailable("no LLM is configured: a memory pass runs the agent's LLM (see README: Configuration)")
+        self.require_llm()
         if admit and meter is not None:
             await meter.admit_turn()
         while True:
@@ -106,6 +91,10 @@ class MemoryPasses:
             # The running pass ended in between: ask again.
         self.tasks.spawn(self._run(agent_id, turn.id, meter), name=f"memory-pass-{turn.id}")
         return turn.id
+
+    def require_llm(self) -> None:
+        if self.llm is None:
+            raise ServiceUnavailable("no LLM is configured: a memory pass runs the agent's LLM (see README: Connect an LLM)")
 
     async def after_turn(self, agent_id: uuid.UUID, meter: Meter | None) -> None:
         """Queue a pass once ENGRAM_MEMORY_PASS_EVERY_TURNS turns have run since the last one."""

@@ -10,9 +10,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
-from sqlmodel.ext.asyncio.session import AsyncSession
-
 from app.agents.models import Agent
 from app.agents.service import find_agent, move_context_start, running_agent
 from app.chat import tools
@@ -36,11 +33,11 @@ from app.chat.locks import AgentLocks
 from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.repository import TurnRepository
-from app.chat.turn_state import EventOutlet, TurnResult, TurnState, calls_of, run_calls
+from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.db import transaction
 from app.errors import LLMError, ServiceUnavailable
-from app.llm.chat import ChatModel, ToolCall
-from app.llm.embeddings import Embedder, EmbeddingError
+from app.llm.chat import ToolCall
+from app.llm.embeddings import EmbeddingError
 from app.memory import lexical
 from app.memory.models import Message
 from app.memory.recollection import recollect
@@ -48,7 +45,6 @@ from app.memory.recollection import render as render_recollections
 from app.memory.service import MessageLog
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 from app.models_base import utcnow
-from app.settings import Settings
 
 log = logging.getLogger("engram.turn")
 
@@ -71,24 +67,14 @@ class _ChatState(TurnState):
 
 
 class TurnRunner:
-    def __init__(
-        self,
-        *,
-        engine: AsyncEngine,
-        sessions: async_sessionmaker[AsyncSession],
-        embedder: Embedder,
-        llm: ChatModel | None,
-        outlet: EventOutlet,
-        settings: Settings,
-    ):
-        self.outlet = outlet
-        self.locks = AgentLocks(engine)
-        self.engine = engine
-        self.sessions = sessions
-        self.embedder = embedder
-        self.llm = llm
-        self.settings = settings
-        self.vectors = MessageVectors(sessions, embedder)
+    def __init__(self, services: TurnServices):
+        self.outlet = services.outlet
+        self.locks = AgentLocks(services.engine)
+        self.sessions = services.sessions
+        self.embedder = services.embedder
+        self.llm = services.llm
+        self.settings = services.settings
+        self.vectors = MessageVectors(services.sessions, services.embedder)
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -193,7 +179,7 @@ class TurnRunner:
             try:
                 with turn_phase("llm"):
                     completion = await self.llm.complete(
-                        llm_messages, tools.TOOL_SCHEMAS, agent.model, budget_seconds=state.budget_left()
+                        llm_messages, tools.CHAT_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
                     )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat import tools
@@ -18,9 +18,11 @@ from app.chat.events import Event, StopReason, ToolCallEvent, ToolResultEvent, T
 from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.errors import LLMError
-from app.llm.chat import Completion, ToolCall, decode_arguments
+from app.llm.chat import ChatModel, Completion, ToolCall, decode_arguments
+from app.llm.embeddings import Embedder
 from app.llm.parsing import parse_text_tool_calls
 from app.models_base import utcnow
+from app.settings import Settings
 
 
 class EventOutlet(Protocol):
@@ -30,6 +32,18 @@ class EventOutlet(Protocol):
     async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None: ...
 
     def committed(self, events: Sequence[Event]) -> None: ...
+
+
+@dataclass(frozen=True)
+class TurnServices:
+    """What running a turn of any kind takes."""
+
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    embedder: Embedder
+    llm: ChatModel | None  # None: no LLM configured (turns are refused)
+    outlet: EventOutlet
+    settings: Settings
 
 
 @dataclass

@@ -157,6 +157,7 @@ class MessageRead(ReadModel):
     turn_id: uuid.UUID | None
     created_at: datetime = Field(description="when it was stored")
     occurred_at: datetime = Field(description="when it was said (an imported message: as the import gave it)")
+    handed_in: bool = Field(default=False, description="handed in (POST …/messages), not said in one of the agent's turns")
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
