@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import __version__, db
+from app import __version__, db, letta_api
 from app.api import agents, chat, console, memory, memory_passes, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     for api in (agents, memory, memory_passes, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)
+    app.include_router(letta_api.router)  # Letta's API under /letta, for the official letta-client SDKs
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -22,6 +22,12 @@ BODIES = {
     ("PUT", "/v1/agents/{agent_id}/memory/{label}"): {"value": "pwned"},
     ("POST", "/v1/agents/{agent_id}/archival"): {"content": "x"},
     ("POST", "/v1/agents/{agent_id}/archival/batch"): {"items": [{"content": "x"}]},
+    # Letta's API under /letta: the same agents, the same tenant boundary.
+    ("PATCH", "/letta/v1/agents/{agent_id}"): {"name": "stolen"},
+    ("PATCH", "/letta/v1/agents/{agent_id}/core-memory/blocks/{block_label}"): {"value": "pwned"},
+    ("POST", "/letta/v1/agents/{agent_id}/archival-memory"): {"text": "x"},
+    ("POST", "/letta/v1/agents/{agent_id}/messages"): {"messages": [{"role": "user", "content": "hi"}]},
+    ("POST", "/letta/v1/agents/{agent_id}/messages/stream"): {"messages": [{"role": "user", "content": "hi"}]},
 }
 
 
@@ -71,11 +77,18 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
         if "{agent_id}" not in path:
             continue
         for method in operations:
-            url = path.format(agent_id=agent["id"], label="human", passage_id=passage["id"], turn_id=uuid.uuid4())
+            url = path.format(
+                agent_id=agent["id"],
+                label="human",
+                block_label="human",
+                passage_id=passage["id"],
+                memory_id=passage["id"],
+                turn_id=uuid.uuid4(),
+            )
             response = keyed.request(method.upper(), url, json=BODIES.get((method.upper(), path)), headers=b)
             assert response.status_code == 404, (method, path, response.status_code, response.text)
             tried += 1
-    assert tried >= 14
+    assert tried >= 25  # Engram's agent endpoints and Letta's
     assert keyed.get("/v1/agents", headers=b).json()["items"] == []
     assert keyed.get(f"/v1/agents/{agent['id']}", headers=a).json()["name"] == "private"  # untouched
     assert keyed.get(f"/v1/agents/{agent['id']}/archival/{passage['id']}", headers=a).status_code == 200

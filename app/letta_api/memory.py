@@ -1,0 +1,152 @@
+"""Letta's core memory (an agent's blocks, by label) and archival memory (passages): over CoreMemory and
+ArchivalMemory, with Engram's rules (block limits, near-duplicate passages) applying as they do everywhere."""
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+
+from app.api.deps import ArchivalMemoryDep, CoreMemoryDep
+from app.errors import ERROR_RESPONSES
+from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, letta_id
+from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, cut, letta_page, ordered, walk
+from app.letta_api.schemas import (
+    LettaBlock,
+    LettaBlockUpdate,
+    LettaDeleted,
+    LettaPassage,
+    LettaPassageCreate,
+    LettaPassageSearchResponse,
+    LettaSearchResult,
+)
+from app.memory.models import ArchivalPassage
+from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
+from app.memory.service import NewPassage
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
+
+Label = Annotated[str, Path(description="the block's label")]
+
+
+@router.get("/core-memory/blocks")
+async def list_blocks(
+    agent: LettaAgentDep,
+    core: CoreMemoryDep,
+    after: Cursor = None,
+    before: Before = None,
+    limit: Limit = 100,
+    order: Order = "asc",
+) -> list[LettaBlock]:
+    """The agent's blocks (in Engram's order; `order=desc` reverses it)."""
+    blocks = await core.blocks_of(agent.id)
+    in_order = list(reversed(blocks)) if order == "desc" else list(blocks)
+    after_id = engram_id("block", after) if after else None
+    before_id = engram_id("block", before) if before else None
+    return [LettaBlock.of(b) for b in cut(in_order, lambda b: b.id, "block", after=after_id, before=before_id, limit=limit)]
+
+
+@router.get("/core-memory/blocks/{block_label}")
+async def retrieve_block(agent: LettaAgentDep, block_label: Label, core: CoreMemoryDep) -> LettaBlock:
+    """One block, by its label."""
+    return LettaBlock.of(await core.get(agent.id, block_label))
+
+
+@router.patch("/core-memory/blocks/{block_label}")
+async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBlockUpdate, core: CoreMemoryDep) -> LettaBlock:
+    """Change a block's value, limit, description or read-only flag (a value over the limit is a 422 saying by how
+    much; the block's history keeps every value, as for any write through Engram's API)."""
+    await core.get(agent.id, block_label)  # a block Letta's route would not find is a 404, never created here
+    if body.label is not None and body.label != block_label:
+        raise UnsupportedInput("renaming a block: create one with the new label through Engram's API (docs/letta.md)")
+    value: str | Callable[[str], str] = body.value if body.value is not None else (lambda current: current)
+    block, _ = await core.write(
+        agent.id,
+        block_label,
+        value,
+        source="api",
+        limit=body.limit,
+        description=body.description,
+        read_only=body.read_only,
+    )
+    return LettaBlock.of(block)
+
+
+@router.post("/archival-memory")
+async def create_passage(agent: LettaAgentDep, body: LettaPassageCreate, archival: ArchivalMemoryDep) -> list[LettaPassage]:
+    """Store a passage (one: Engram does not cut text into chunks). A near-duplicate of a stored passage is not
+    stored again: the stored one comes back."""
+    [stored] = await archival.add(agent.id, [NewPassage(body.text, body.tags or [], body.created_at)])
+    return [LettaPassage.of(stored.passage)]
+
+
+@router.get("/archival-memory")
+async def list_passages(
+    agent: LettaAgentDep,
+    archival: ArchivalMemoryDep,
+    after: Cursor = None,
+    before: Before = None,
+    limit: Limit = 100,
+    search: Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="hybrid search")] = None,
+    ascending: bool | None = None,
+    order: Order | None = None,
+) -> list[LettaPassage]:
+    """The agent's current passages, oldest first unless `ascending=false`; with `search`, the best matches."""
+    if search is not None:
+        return [LettaPassage.of(m.passage) for m in await archival.search(agent.id, search, k=min(limit, 100))]
+
+    async def fetch(cursor: str | None) -> tuple[Sequence[ArchivalPassage], str | None]:
+        return await archival.page(agent.id, limit=WALK_PAGE, cursor=cursor)
+
+    page = await letta_page(
+        walk(fetch),
+        lambda p: p.id,
+        "passage",
+        order=ordered(order, ascending, "asc"),
+        after=after,
+        before=before,
+        limit=limit,
+    )
+    return [LettaPassage.of(p) for p in page]
+
+
+@router.get("/archival-memory/search")
+async def search_passages(
+    agent: LettaAgentDep,
+    archival: ArchivalMemoryDep,
+    query: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+    tags: Annotated[list[str] | None, Query(max_length=MAX_TAGS)] = None,
+    tag_match_mode: Literal["any", "all"] = "any",
+    top_k: Annotated[int | None, Query(ge=1, le=100)] = None,
+    start_datetime: Annotated[Instant | None, Query(description="stored after this time")] = None,
+    end_datetime: Annotated[Instant | None, Query(description="stored before this time")] = None,
+) -> LettaPassageSearchResponse:
+    """Hybrid search (meaning and words, any language) over the current passages, with Letta's tag and date filters."""
+    k = top_k or 5
+    # Engram filters by all the tags given: "any" of several is the union of one search per tag, best first.
+    filters = [[tag] for tag in tags] if tags and tag_match_mode == "any" and len(tags) > 1 else [tags or None]
+    found = [
+        match
+        for tag_filter in filters
+        for match in await archival.search(agent.id, query, k=k, tags=tag_filter, after=start_datetime, before=end_datetime)
+    ]
+    best = {m.passage.id: m for m in sorted(found, key=lambda m: m.score)}  # a passage found twice: its best score
+    matches = sorted(best.values(), key=lambda m: m.score, reverse=True)[:k]
+    results = [
+        LettaSearchResult(
+            id=letta_id("passage", m.passage.id),
+            content=m.passage.content,
+            timestamp=m.passage.occurred_at.isoformat(),
+            tags=m.passage.tags,
+        )
+        for m in matches
+    ]
+    return LettaPassageSearchResponse(results=results, count=len(results))
+
+
+@router.delete("/archival-memory/{memory_id}")
+async def delete_passage(
+    agent: LettaAgentDep, memory_id: Annotated[str, Path(description="passage-<uuid>")], archival: ArchivalMemoryDep
+) -> LettaDeleted:
+    """Delete a passage."""
+    await archival.delete(agent.id, engram_id("passage", memory_id))
+    return LettaDeleted(message=f"LettaMemory id={memory_id} successfully deleted")

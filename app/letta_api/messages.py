@@ -1,0 +1,142 @@
+"""Letta's messages: a turn sent with `messages.create` (a LettaResponse once it has run, or server-sent events
+with `streaming: true`), `messages.stream` (the same events), and the conversation with `messages.list`. A turn runs
+through Engram's TurnStreams, so its steps reach the client while it runs, and quotas, the turn lock and recovery
+apply as to any turn."""
+
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+
+from app.api.chat import StreamsDep, unless_llm_failed
+from app.api.deps import MeterDep, RecallMemoryDep
+from app.chat.events import ErrorEvent, Event, TurnCompleted
+from app.chat.schemas import ChatResponse
+from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, TurnErrorBody
+from app.letta_api.common import LettaAgentDep, LettaAgentIdDep
+from app.letta_api.letta_messages import (
+    LettaErrorMessage,
+    LettaMessage,
+    LettaMessageRequest,
+    LettaResponse,
+    LettaStopReason,
+    MessageType,
+)
+from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, letta_page, walk
+from app.letta_api.translate import STOP_REASONS, TurnMessages, run_id, stored_messages, usage_of
+from app.memory.models import Message
+
+log = logging.getLogger("engram.letta")
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
+
+TURN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "streaming: Letta's messages as server-sent events (`data: <json>`), then `data: [DONE]`",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
+    502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
+    503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
+}
+
+
+@router.post("/messages", response_model=LettaResponse, responses=TURN_RESPONSES)
+async def create_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep) -> Any:
+    """Run a turn with the user's message: the agent's steps as Letta's messages, the stop reason and the usage.
+    A turn the LLM failed is a 502 (the message stays stored); with `streaming: true`, server-sent events."""
+    return await _turn(agent_id, body, streams, meter, stream=body.streaming)
+
+
+@router.post("/messages/stream", responses=TURN_RESPONSES)
+async def stream_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep) -> Any:
+    """Run a turn and stream its steps as server-sent events while it runs: each step's messages as they happen
+    (whole steps: `stream_tokens` is accepted and ignored), then the stop reason and the usage."""
+    return await _turn(agent_id, body, streams, meter, stream=True)
+
+
+async def _turn(agent_id: uuid.UUID, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep, *, stream: bool) -> Any:
+    events = streams.follow(agent_id, body.turn_message(), None, meter)
+    first = await anext(events)  # a refused turn (busy agent, no LLM, a quota) raises here, as an HTTP error
+    assert first.turn_id is not None
+    messages = TurnMessages(use_assistant_message=body.use_assistant_message, include=body.include_return_message_types)
+    if stream:
+        return StreamingResponse(
+            _sse(first, events, messages), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    collected = [first] + [event async for event in events]
+    turn = unless_llm_failed(ChatResponse.of(first.turn_id, collected))
+    return LettaResponse(
+        messages=[m for event in collected for m in messages.of(event)],
+        stop_reason=LettaStopReason(stop_reason=STOP_REASONS[turn.stop_reason] if turn.stop_reason else "error"),
+        usage=usage_of(turn.turn_id, turn.usage),
+    )
+
+
+def _data(item: BaseModel) -> str:
+    return f"data: {json.dumps(item.model_dump(mode='json'), ensure_ascii=False)}\n\n"
+
+
+async def _sse(first: Event, rest: AsyncIterator[Event], messages: TurnMessages) -> AsyncIterator[str]:
+    """Letta's stream: each message as it happens, an error_message where the turn met one, the stop reason and
+    the usage once it ends, `[DONE]`. A turn that fails after it started ends with an `error` event."""
+
+    async def events() -> AsyncIterator[Event]:
+        yield first
+        async for event in rest:
+            yield event
+
+    try:
+        async for event in events():
+            for message in messages.of(event):
+                yield _data(message)
+            if isinstance(event, ErrorEvent) and event.turn_id is not None:
+                yield _data(LettaErrorMessage(run_id=run_id(event.turn_id), error_type=event.code, message=event.detail))
+            elif isinstance(event, TurnCompleted):
+                yield _data(LettaStopReason(stop_reason=STOP_REASONS[event.stop_reason]))
+                yield _data(usage_of(event.turn_id, event.usage))
+    except Exception as exc:  # the turn's task failed after it had started streaming
+        if not isinstance(exc, EngramError):
+            log.exception("streamed Letta turn of agent %s failed", first.agent_id)
+        code, detail = (exc.code, exc.detail) if isinstance(exc, EngramError) else ("turn_failed", type(exc).__name__)
+        yield f"event: error\ndata: {json.dumps({'error': code, 'detail': detail}, ensure_ascii=False)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@router.get("/messages")
+async def list_messages(
+    agent: LettaAgentDep,
+    recall: RecallMemoryDep,
+    after: Cursor = None,
+    before: Before = None,
+    limit: Limit = 100,
+    order: Order = "desc",
+    use_assistant_message: bool = True,
+    include_return_message_types: Annotated[list[MessageType] | None, Query()] = None,
+) -> list[LettaMessage]:
+    """The conversation (recall memory), newest first unless `order=asc`; `limit` counts stored messages, each of
+    which may show as several of Letta's (a step's reasoning, tool calls and reply share its id, as in Letta)."""
+    include = set(include_return_message_types) if include_return_message_types is not None else None
+
+    def shown(message: Message) -> list[LettaMessage]:
+        parts = stored_messages(message, use_assistant_message=use_assistant_message)
+        return [p for p in parts if include is None or p.message_type in include]
+
+    async def fetch(cursor: str | None) -> tuple[Sequence[Message], str | None]:
+        return await recall.page(agent.id, limit=WALK_PAGE, cursor=cursor)
+
+    async def visible() -> AsyncIterator[Message]:  # a message that shows as nothing is no page's item
+        async for message in walk(fetch):
+            if shown(message):
+                yield message
+
+    page = await letta_page(visible(), lambda m: m.id, "message", order=order, after=after, before=before, limit=limit)
+    listed: list[LettaMessage] = []
+    for message in page:
+        parts = shown(message)
+        listed.extend(reversed(parts) if order == "desc" else parts)
+    return listed
