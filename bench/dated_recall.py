@@ -55,16 +55,18 @@ async def bench(url: str, args: argparse.Namespace) -> dict[str, dict[str, list[
                     ranking, _ = await search(sessions, embedder, stored[dated], question, "hybrid", as_of=as_of)
                     recalls[run].setdefault(question.category, []).append(stored[dated].recall(question, ranking))
             print(f"  LongMemEval dev: {i}/{len(corpora)}", file=sys.stderr)
+            if args.partial:
+                report(recalls, f"{i} of {len(corpora)} haystacks")
     finally:
         await engine.dispose()
     return recalls
 
 
-def report(recalls: dict[str, dict[str, list[list[float]]]]) -> None:
+def report(recalls: dict[str, dict[str, list[list[float]]]], done: str = "every haystack") -> None:
     categories = sorted(next(iter(recalls.values())), key=lambda c: (c not in FIRST, c))
     at5 = KS.index(5)
     print(
-        f"\n== LongMemEval dev, evidence recall@5 (hybrid, k=10) per question type; last column: @{'/@'.join(map(str, KS))} of all"
+        f"\n== LongMemEval dev ({done}), evidence recall@5 (hybrid, k=10) per question type; last column: @{'/@'.join(map(str, KS))} of all"
     )
     print(f"{'run':<28}" + "".join(f"{c[:18]:>20}" for c in categories) + f"{'all':>28}")
     print(" " * 28 + "".join(f"{'n=' + str(len(recalls['undated'][c])):>20}" for c in categories))
@@ -78,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--types", nargs="+", help="only questions of these types (each is one ~500-turn haystack)")
+    parser.add_argument("--partial", action="store_true", help="print the figures so far after each haystack")
     parser.add_argument("--batch", type=int, default=128, help="turns per ArchivalMemory.add() call")
     parser.add_argument("--cache", type=Path, help="keep embeddings in this folder across runs")
     args = parser.parse_args()
