@@ -68,12 +68,12 @@ def report(recalls: dict[str, dict[str, list[list[float]]]], done: str = "every 
     print(
         f"\n== LongMemEval dev ({done}), evidence recall@5 (hybrid, k=10) per question type; last column: @{'/@'.join(map(str, KS))} of all"
     )
-    print(f"{'run':<28}" + "".join(f"{c[:18]:>20}" for c in categories) + f"{'all':>28}")
+    print(f"{'run':<28}" + "".join(f"{c[:18]:>20}" for c in categories) + f"   {'all':>25}")
     print(" " * 28 + "".join(f"{'n=' + str(len(recalls['undated'][c])):>20}" for c in categories))
     for run, by_category in recalls.items():
         every = [r for c in categories for r in by_category[c]]
         cells = "".join(f"{np.mean([r[at5] for r in by_category[c]]):20.3f}" for c in categories)
-        print(f"{run:<28}{cells}{' / '.join(f'{v:.3f}' for v in np.mean(every, axis=0)):>28}")
+        print(f"{run:<28}{cells}   {' / '.join(f'{v:.3f}' for v in np.mean(every, axis=0)):>25}")
 
 
 def main() -> None:
