@@ -23,6 +23,7 @@ from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, SessionDep, TenantDep
 from app.chat.events import ErrorEvent, Event, MessageEvent, StopReason, TurnCompleted
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
+from app.delivery.stream import chained
 from app.errors import Unprocessable, openai_error
 from app.runtime import runtime
 
@@ -196,13 +197,8 @@ async def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     said = 0
 
-    async def events() -> AsyncIterator[Event]:
-        yield first
-        async for event in rest:
-            yield event
-
     try:
-        async for event in events():
+        async for event in chained(first, rest):
             if isinstance(event, MessageEvent):
                 yield chunk({"content": ("\n\n" if said else "") + event.text})
                 said += 1

@@ -100,3 +100,10 @@ async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[Tur
         if getter.done() and not getter.cancelled():
             return getter.result()
     return queue.get_nowait() if not queue.empty() else None
+
+
+async def chained(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    """A turn's events again from the first one, which a caller took to see the turn was not refused."""
+    yield first
+    async for event in rest:
+        yield event

@@ -17,6 +17,7 @@ from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, RecallMemoryDep
 from app.chat.events import ErrorEvent, Event, TurnCompleted
 from app.chat.schemas import ChatResponse
+from app.delivery.stream import chained
 from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, TurnErrorBody
 from app.letta_api.common import LettaAgentDep, LettaAgentIdDep
 from app.letta_api.letta_messages import (
@@ -85,13 +86,8 @@ async def _sse(first: Event, rest: AsyncIterator[Event], messages: TurnMessages)
     """Letta's stream: each message as it happens, an error_message where the turn met one, the stop reason and
     the usage once it ends, `[DONE]`. A turn that fails after it started ends with an `error` event."""
 
-    async def events() -> AsyncIterator[Event]:
-        yield first
-        async for event in rest:
-            yield event
-
     try:
-        async for event in events():
+        async for event in chained(first, rest):
             for message in messages.of(event):
                 yield _data(message)
             if isinstance(event, ErrorEvent) and event.turn_id is not None:
