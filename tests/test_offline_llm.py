@@ -30,9 +30,9 @@ def test_the_offline_model_is_installed_with_the_extra(tmp_path) -> None:
 
 
 def test_call_grammar_covers_every_tool() -> None:
-    schema = call_schema(tools.TOOL_SCHEMAS)
+    schema = call_schema(tools.CHAT_TOOLS.schemas)
     names = [option["properties"]["name"]["const"] for option in schema["oneOf"]]
-    assert names == [t["function"]["name"] for t in tools.TOOL_SCHEMAS]
+    assert names == [t["function"]["name"] for t in tools.CHAT_TOOLS.schemas]
     # bounds llama.cpp would unroll are left to the loop's validation
     assert "maxLength" not in str(schema) and "maximum" not in str(schema)
 
@@ -91,9 +91,9 @@ def test_reply_mode_turns_end_with_the_models_text(database_url: str, embedder: 
 
 
 def test_a_forced_reply_cut_by_the_token_cap_still_ends_the_turn() -> None:
-    only_reply = [t for t in tools.TOOL_SCHEMAS if t["function"]["name"] == "send_message"]
+    only_reply = [t for t in tools.CHAT_TOOLS.schemas if t["function"]["name"] == "send_message"]
     cut = local._cut_reply('{"name": "send_message", "arguments": {"text": "アイコさん、お寿司が好きなんですね\\u30', only_reply)
     assert cut is not None and cut.name == "send_message"
     assert cut.arguments == '{"text": "アイコさん、お寿司が好きなんですね"}'
-    assert local._cut_reply('{"name": "send_message", "arguments": {"text": "Hi', tools.TOOL_SCHEMAS) is None  # not forced
+    assert local._cut_reply('{"name": "send_message", "arguments": {"text": "Hi', tools.CHAT_TOOLS.schemas) is None  # not forced
     assert local._cut_reply('{"name": "send_message", "arguments": {"text": "', only_reply) is None  # nothing said

@@ -1,10 +1,10 @@
-from app.chat.tools import TOOL_PARAMS
+from app.chat.tools import CHAT_TOOLS
 from app.llm.parsing import parse_text_tool_calls
 from app.memory import lexical
 
 
 def parse(text: str) -> list[tuple[str, dict]]:
-    return [(c.name, c.arguments) for c in parse_text_tool_calls(text, TOOL_PARAMS)]
+    return [(c.name, c.arguments) for c in parse_text_tool_calls(text, CHAT_TOOLS.params)]
 
 
 def test_call_syntax_with_positional_and_keyword_arguments() -> None:

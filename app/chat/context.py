@@ -13,12 +13,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.agents.models import Agent
 from app.chat import prompt
 from app.chat.tokens import estimate_tokens, json_tokens, message_tokens
-from app.chat.tools import TOOL_SCHEMAS
+from app.chat.tools import CHAT_TOOLS
 from app.memory.models import Message
 from app.memory.service import CoreMemory, MessageLog
 from app.settings import Settings
 
-TOOLS_TOKENS = json_tokens(TOOL_SCHEMAS)
+TOOLS_TOKENS = json_tokens(CHAT_TOOLS.schemas)
 SUMMARY_MAX_CHARS = 4000
 UNSUMMARISED = re.compile(r"\n?\((\d+) earlier messages could not be summarised; find them with conversation_search\.\)$")
 TRANSCRIPT_MESSAGE_CHARS = 1500

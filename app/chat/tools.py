@@ -248,8 +248,6 @@ CHAT_TOOLS = Toolset(list(TOOLS))
 MEMORY_PASS_TOOLS = Toolset(
     ["core_memory_update", "archival_memory_create", "archival_memory_supersede", "archival_memory_search"]
 )
-TOOL_SCHEMAS = CHAT_TOOLS.schemas
-TOOL_PARAMS = CHAT_TOOLS.params
 
 
 @dataclass

@@ -16,7 +16,7 @@ from app.agents.schemas import AgentRead
 from app.agents.schemas import AgentUpdate as EngramAgentUpdate
 from app.agents.service import AgentService, tenant_agents
 from app.api.deps import CoreMemoryDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
-from app.chat.tools import TOOL_SCHEMAS
+from app.chat.tools import CHAT_TOOLS
 from app.errors import ERROR_RESPONSES, Unprocessable
 from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, engram_request, letta_id
 from app.letta_api.paging import Before, Cursor, Limit, Order, cut, ordered
@@ -53,7 +53,7 @@ def engram_tools() -> list[LettaTool]:
             description=schema["function"]["description"],
             json_schema=schema["function"],
         )
-        for schema in TOOL_SCHEMAS
+        for schema in CHAT_TOOLS.schemas
     ]
 
 
