@@ -65,6 +65,16 @@ class Unprocessable(EngramError):
     code = "invalid_request"
 
 
+class PayloadTooLarge(EngramError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(EngramError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class ServiceUnavailable(EngramError):
     status_code = 503
     code = "service_unavailable"

@@ -13,7 +13,7 @@ from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__, db, letta_api
-from app.api import agents, chat, console, memory, memory_passes, openai_compat, portability, tenants
+from app.api import agents, archival_import, chat, console, memory, memory_passes, openai_compat, portability, tenants
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
@@ -29,6 +29,7 @@ from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
+from app.memory.imports import ImportWorker
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE, metrics_endpoint
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
@@ -74,7 +75,9 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     streams = TurnStreams(runner, passes, turn_tasks, hub)
-    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams)
+    imports = ImportWorker(engine, sessions, embedder)
+    imports.start()
+    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams, imports)
     loop = asyncio.get_running_loop()  # /metrics may be read from another thread (a sync route, a test)
     ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
     if isinstance(engine.pool, QueuePool):  # db.create_engine's: the gauge counts its checked-out connections
@@ -85,6 +88,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     finally:
         drain: Drain = app.state.drain
         runner.abandon_background_work()  # message vectors: the sweep (here or on another replica) computes them
+        await imports.stop()  # the slice in flight is stored again when the job resumes (here or on another replica)
         await turn_tasks.shutdown(max(drain.remaining() - LIFESPAN_RESERVE_SECONDS, 0.0))
         await passes.shutdown()
         sweeper.cancel()
@@ -105,12 +109,17 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.state.drain = Drain(app.state.settings.shutdown_grace_seconds, app.state.settings.shutdown_notice_seconds)
     install_error_handlers(app)
     app.add_middleware(DrainGate, drain=app.state.drain)
-    app.add_middleware(RequestContextMiddleware, max_body_bytes=app.state.settings.max_request_bytes)
+    app.add_middleware(
+        RequestContextMiddleware,
+        max_body_bytes=app.state.settings.max_request_bytes,
+        bulk=(archival_import.PATH, app.state.settings.max_import_bytes),
+    )
     app.add_middleware(QuotaHeadersMiddleware)
     app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
-    for api in (agents, memory, memory_passes, chat, openai_compat, tenants, portability, console):
+    # archival_import before memory: `…/archival/import` is not a passage id
+    for api in (agents, archival_import, memory, memory_passes, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)
     app.include_router(letta_api.router)  # Letta's API under /letta, for the official letta-client SDKs
 

@@ -45,11 +45,13 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
 
 
 class RequestContextMiddleware:
-    """Gives every request an id (X-Request-ID, echoed back), caps request bodies, logs and counts requests."""
+    """Gives every request an id (X-Request-ID, echoed back), caps request bodies, logs and counts requests.
+    `bulk`: the paths whose POST bodies may be larger (bulk imports), and their cap."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int):
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, bulk: tuple[re.Pattern[str], int] | None = None):
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.bulk = bulk
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -61,6 +63,9 @@ class RequestContextMiddleware:
         token = request_id_var.set(request_id)
         started = time.perf_counter()
         status = 0
+        cap = self.max_body_bytes
+        if self.bulk and scope["type"] == "http" and scope["method"] == "POST" and self.bulk[0].match(scope["path"]):
+            cap = self.bulk[1]
         try:
             received = 0
             declared = int(headers[b"content-length"]) if headers.get(b"content-length", b"").isdigit() else 0
@@ -71,9 +76,9 @@ class RequestContextMiddleware:
                 if message["type"] == "http.request":
                     received += len(message.get("body", b""))
                     # Declared or streamed, a body over the cap is refused as soon as it is known to be one.
-                    if received > self.max_body_bytes or declared > self.max_body_bytes:
+                    if received > cap or declared > cap:
                         # FastAPI turns other errors raised while reading a body into a 400; an HTTPException passes.
-                        raise HTTPException(413, f"request bodies are limited to {self.max_body_bytes} bytes")
+                        raise HTTPException(413, f"request bodies are limited to {cap} bytes")
                 return message
 
             async def send_with_id(message: Message) -> None:

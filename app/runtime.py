@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from app.auth.principal import Authenticator
 from app.delivery.stream import TurnStreams
 from app.llm.embeddings import Embedder
+from app.memory.imports import ImportWorker
 from app.quotas.service import Limits, Quotas
 from app.settings import Settings
 
@@ -23,6 +24,7 @@ class Runtime:
     embedder: Embedder
     authenticator: Authenticator
     turn_streams: TurnStreams
+    imports: ImportWorker
 
     @cached_property
     def quotas(self) -> Quotas:

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     admin_key: str | None = Field(default=None, min_length=24)
 
     max_request_bytes: int = Field(default=1_000_000, ge=1_000)
+    # A bulk import (POST …/archival/import) may be this large; it is stored as a job, in the background.
+    max_import_bytes: int = Field(default=50_000_000, ge=1_000)
+    # POST …/archival/batch embeds while the client waits: more characters than this are refused (413) with a
+    # pointer to the import job. ~15 s of the default embedder on 2 cores.
+    max_batch_chars: int = Field(default=50_000, ge=1_000)
     turn_timeout_seconds: float = Field(default=300.0, gt=0, description="LLM time budget of one turn, retries included")
 
     max_steps: int = Field(default=10, ge=1, le=100)

@@ -8,8 +8,11 @@ Printed: the best designs under that protocol, what choosing on one set alone wo
 (leave-one-set-out), and a sensitivity table: each lever moved alone from the shipped design.
 """
 
+import argparse
 import itertools
+import pickle
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -123,3 +126,13 @@ def report(queries_by_set: dict[str, list]) -> dict:
             print(f"{lever + ' = ' + str(value) + mark:<28} | {_cells(scorer, d)}")
             table[f"{lever}={value}"] = {n: scorer.score(n, d)[0].tolist() for n in scorer.sets}
     return {"best_baseline": {n: v.tolist() for n, v in scorer.best_baseline.items()}, "sensitivity": table}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The design sweep alone, on the queries a retrieval run saved")
+    parser.add_argument("queries", type=Path, help="written by python -m bench.retrieval --save-queries FILE")
+    report(pickle.loads(parser.parse_args().queries.read_bytes()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 """Memory in the prompt: what automatic recollection puts into the model's first request of a turn, on every set.
 
-Each corpus of bench/retrieval_sets.py goes into its own agent (`POST …/archival/batch`, one turn per passage), and
+Each corpus of bench/retrieval_sets.py goes into its own agent (an import job, `POST …/archival/import`, one turn per passage), and
 each question is sent as a chat message (`POST …/chat`) to the service in process, whose LLM is the scripted
 OpenAI-compatible server on loopback (it answers every request with `send_message`). Measured on the first LLM
 request of each turn: the share of the question's evidence turns that its "Possibly relevant memories" section
@@ -35,6 +35,7 @@ from app.settings import Settings
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval import start_database
 from bench.retrieval_sets import SETS, RetrievalSet
+from testkit.bulk import import_passages
 from testkit.scripted_llm import ScriptedLLM, call, tools
 
 MEMORIES = "## Possibly relevant memories"
@@ -156,10 +157,7 @@ def main() -> None:
             for s in sets:
                 for corpus in s.corpora:
                     agents[corpus.name] = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
-                    for start in range(0, len(corpus.passages), 64):
-                        items = [{"content": p} for p in corpus.passages[start : start + 64]]
-                        response = client.post(f"/v1/agents/{agents[corpus.name]}/archival/batch", json={"items": items})
-                        assert response.status_code == 201, response.text
+                    import_passages(client, agents[corpus.name], corpus.passages)
                     if isinstance(embedder, CachedEmbedder):
                         embedder.save()
             if not args.no_sweep:

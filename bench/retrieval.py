@@ -16,11 +16,13 @@ scored on every set by a replica of the hybrid statement, with the protocol that
                                                # first time; re-runs with the cache take a few minutes
     python -m bench.retrieval --limit 3        # the first 3 corpora of each set
     python -m bench.retrieval --json out.json  # also dump every figure
+    python -m bench.retrieval --save-queries q.pickle && python -m bench.design_sweep q.pickle   # the sweep alone, again
 """
 
 import argparse
 import asyncio
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -226,6 +228,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--no-sweep", action="store_true", help="skip the sensitivity table")
     parser.add_argument("--cache", type=Path, help="keep embeddings in this folder across runs")
+    parser.add_argument(
+        "--save-queries", type=Path, help="pickle every set's stored corpora and queries here (python -m bench.design_sweep FILE)"
+    )
     args = parser.parse_args()
 
     wall, version = time.perf_counter(), code_version()
@@ -242,6 +247,8 @@ def main() -> None:
         + "; ".join(f"{s.name}: {len(s.corpora)} corpora, {sum(len(c.passages) for c in s.corpora)} turns" for s in sets)
     )
     figures = {name: print_set(name, result) for name, result in results.items()}
+    if args.save_queries:
+        args.save_queries.write_bytes(pickle.dumps({name: r["queries"] for name, r in results.items()}))
     if not args.no_sweep:
         figures["sweep"] = design_sweep.report({name: r["queries"] for name, r in results.items()})
     print(f"\nWall time: {time.perf_counter() - wall:.0f}s")

@@ -29,6 +29,7 @@ from openai import AsyncOpenAI
 
 from app.settings import available_cpus
 from bench.retrieval_sets import LONGMEMEVAL, longmemeval
+from testkit.bulk import import_passages_async
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.service_process import running_service
 
@@ -70,9 +71,7 @@ async def llm_round_trips(url: str, request: dict, n: int) -> list[float]:
 async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=600) as client:
         agent = (await client.post("/v1/agents", json={"name": "turn bench"})).json()
-        for start in range(0, len(passages), 32):
-            items = [{"content": p} for p in passages[start : start + 32]]
-            assert (await client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": items})).status_code == 201
+        await import_passages_async(client, agent["id"], passages)
     await run_turns(base, agent["id"], questions[:5])
     before = histograms(httpx.get(f"{base}/metrics").text)
     measured = sorted(await run_turns(base, agent["id"], questions[5 : 5 + turns]))

@@ -58,6 +58,7 @@ class ScriptedLLM:
         self.fallback: Reply | None = None  # answers when the script is empty
         self.requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_delay = 0.0  # seconds each /v1/embeddings request takes (a slow embedding service)
         self._lock = threading.Lock()
         self.app = self._build()
         self.port = free_port()
@@ -136,6 +137,8 @@ class ScriptedLLM:
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
             with self._lock:
                 self.embedding_requests.append(body)
+            if self.embedding_delay:
+                await asyncio.sleep(self.embedding_delay)
             data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(inputs)]
             return JSONResponse(
                 {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}}

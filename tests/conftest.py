@@ -2,7 +2,7 @@ import asyncio
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app import db
+from app.cli import client as cli_client
+from app.cli import main
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
 from app.main import create_app
@@ -24,6 +26,7 @@ LOOPBACK = ("127.0.0.1", 50000)
 # Tests without an LLM endpoint expect none (503): the demo model (engram[demo]) only where a test asks for it.
 os.environ.setdefault("ENGRAM_LOCAL_LLM", "false")
 ADMIN_KEY = "admin-" + "k" * 32
+Cli = Callable[..., None]
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +115,19 @@ def agent(client: TestClient) -> dict:
     response = client.post("/v1/agents", json={"name": "Engram test agent"})
     assert response.status_code == 201, response.text
     return response.json()
+
+
+@pytest.fixture
+def cli(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`engram …` in this process, its HTTP requests going to the test app instead of ENGRAM_URL."""
+
+    @contextmanager
+    def connect(args: object) -> Iterator[cli_client.Api]:
+        yield cli_client.Api(client, "http://testserver")
+
+    monkeypatch.setattr(cli_client, "connect", connect)
+    monkeypatch.setenv("COLUMNS", "200")  # rich lays tables out for this width when stdout is not a terminal
+    return lambda *argv: main(list(argv))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ BODIES = {
     ("PUT", "/v1/agents/{agent_id}/memory/{label}"): {"value": "pwned"},
     ("POST", "/v1/agents/{agent_id}/archival"): {"content": "x"},
     ("POST", "/v1/agents/{agent_id}/archival/batch"): {"items": [{"content": "x"}]},
+    ("POST", "/v1/agents/{agent_id}/archival/import"): [{"content": "x"}],
     # Letta's API under /letta: the same agents, the same tenant boundary.
     ("PATCH", "/letta/v1/agents/{agent_id}"): {"name": "stolen"},
     ("PATCH", "/letta/v1/agents/{agent_id}/core-memory/blocks/{block_label}"): {"value": "pwned"},
@@ -71,6 +72,7 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
     a, b = {"X-API-Key": key_a}, {"X-API-Key": key_b}
     agent = keyed.post("/v1/agents", json={"name": "private"}, headers=a).json()
     passage = keyed.post(f"/v1/agents/{agent['id']}/archival", json={"content": "secret"}, headers=a).json()
+    job = keyed.post(f"/v1/agents/{agent['id']}/archival/import", json=[{"content": "secret too"}], headers=a).json()
     spec = keyed.get("/openapi.json").json()
     tried = 0
     for path, operations in spec["paths"].items():
@@ -84,6 +86,7 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
                 passage_id=passage["id"],
                 memory_id=passage["id"],
                 turn_id=uuid.uuid4(),
+                job_id=job["id"],
             )
             response = keyed.request(method.upper(), url, json=BODIES.get((method.upper(), path)), headers=b)
             assert response.status_code == 404, (method, path, response.status_code, response.text)

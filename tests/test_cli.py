@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,23 +23,8 @@ from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.service_process import running_service
-from tests.conftest import checked_client, create_database, forget_agents_named
+from tests.conftest import Cli, checked_client, create_database, forget_agents_named
 from tests.test_letta_import import LETTA_FILES
-
-Cli = Callable[..., None]
-
-
-@pytest.fixture
-def cli(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Cli:
-    """`engram …` in this process, its HTTP requests going to the test app instead of ENGRAM_URL."""
-
-    @contextmanager
-    def connect(args: object) -> Iterator[cli_client.Api]:
-        yield cli_client.Api(client, "http://testserver")
-
-    monkeypatch.setattr(cli_client, "connect", connect)
-    monkeypatch.setenv("COLUMNS", "200")  # rich lays tables out for this width when stdout is not a terminal
-    return lambda *argv: main(list(argv))
 
 
 def in_order(output: str, *parts: str) -> None:

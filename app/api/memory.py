@@ -4,10 +4,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
-from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep
-from app.errors import ERROR_RESPONSES, ErrorBody, Unprocessable
+from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
+from app.errors import ERROR_RESPONSES, ErrorBody, PayloadTooLarge, Unprocessable
 from app.memory.schemas import (
     LABEL_PATTERN,
+    MAX_BATCH_ITEMS,
     MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
@@ -114,9 +115,24 @@ async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMe
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
 
-@router.post("/archival/batch", status_code=201)
-async def add_passages(agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep) -> PassageBatchRead:
-    """Add up to 500 passages at once; near-duplicates come back as the stored passage with `duplicate: true`."""
+@router.post(
+    "/archival/batch",
+    status_code=201,
+    responses={413: {"model": ErrorBody, "description": "Too large to embed while the client waits: use the import job"}},
+)
+async def add_passages(
+    agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep, settings: SettingsDep
+) -> PassageBatchRead:
+    """Add a small batch of passages at once (up to 500 and ENGRAM_MAX_BATCH_CHARS characters; more is a 413 pointing
+    to `POST …/archival/import`, a job with progress); near-duplicates come back as the stored passage with
+    `duplicate: true`."""
+    chars = sum(len(item.content) for item in body.items)
+    if len(body.items) > MAX_BATCH_ITEMS or chars > settings.max_batch_chars:
+        raise PayloadTooLarge(
+            f"{len(body.items)} passages of {chars} characters are more than a batch embeds while you wait (at most "
+            f"{MAX_BATCH_ITEMS} passages and {settings.max_batch_chars} characters): send them as an import job, "
+            f"POST /v1/agents/{agent.id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
+        )
     stored = await archival.add(agent.id, [NewPassage(item.content, item.tags, item.occurred_at) for item in body.items])
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 

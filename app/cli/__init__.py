@@ -1,5 +1,5 @@
 """`engram …`: the server-side commands (serve, migrate, keys, backup, restore, reembed, mcp, openapi) and the client
-commands (chat, agents, memory, export, import), which talk to a running server over HTTP with an API key.
+commands (chat, agents, memory, export, import, import-passages), which talk to a running server over HTTP with an API key.
 
 Every failure a user can cause (a missing file, a bad id, an unreachable server or database, invalid settings)
 ends the command with one line on stderr and exit status 1; a traceback means a bug."""

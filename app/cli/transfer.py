@@ -3,12 +3,21 @@ does the work in one transaction; the client moves the bytes, with a progress ba
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.text import Text
 
 from app.cli import client
@@ -26,7 +35,18 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     load.add_argument("file", help="the file (- for stdin)")
     load.add_argument("--name", help="name the new agent (default: the file's)")
     load.set_defaults(run=_import)
-    for command in (export, load):
+    passages = sub.add_parser(
+        "import-passages",
+        help="import passages into an agent's archival memory as a background job, with a progress bar",
+        description='FILE holds JSON lines ({"content": …, "tags"?: […], "occurred_at"?: …} per line) or a JSON '
+        "array of such objects. Ctrl-C stops watching; the job goes on (engram import-passages --cancel JOB AGENT "
+        "stops it).",
+    )
+    passages.add_argument("file", help="the file (- for stdin); or, with --cancel, the job id")
+    passages.add_argument("agent", help="agent id or name")
+    passages.add_argument("--cancel", action="store_true", help="cancel the job given instead of a file")
+    passages.set_defaults(run=_import_passages)
+    for command in (export, load, passages):
         client.add_connection_args(command)
 
 
@@ -101,3 +121,50 @@ def _report(result: dict[str, Any], console: Console) -> None:
         console.print(Text("  skipped tools (Engram has none like them): " + ", ".join(result["skipped_tools"]), "yellow"))
     for note in result["notes"]:
         console.print(Text(f"  note: {note}", "dim"))
+
+
+POLL_SECONDS = 0.5
+
+
+def _import_passages(args: argparse.Namespace) -> None:
+    console = Console(stderr=True, highlight=False)
+    with client.connect(args) as api:
+        agent = api.agent(args.agent)
+        jobs = f"/v1/agents/{agent['id']}/archival/import"
+        if args.cancel:
+            job = api.json("POST", f"{jobs}/{args.file}/cancel")
+            console.print(f"import job {job['id']}: {job['status']}, {job['done']} of {job['total']} passages stored")
+            return
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        array = data.lstrip()[:1] == b"["
+        headers = {"Content-Type": "application/json" if array else "application/x-ndjson"}
+        with _bar() as bar:
+            task = bar.add_task(f"uploading {args.file}", total=len(data))
+
+            def chunks() -> Iterator[bytes]:
+                for start in range(0, len(data), CHUNK):
+                    yield data[start : start + CHUNK]
+                    bar.advance(task, min(CHUNK, len(data) - start))
+
+            job = api.json("POST", jobs, content=chunks(), headers=headers, timeout=None)
+        try:
+            job = _watch(api, f"{jobs}/{job['id']}", job, console)
+        except KeyboardInterrupt:
+            console.print(f"stopped watching; import job {job['id']} goes on (--cancel {job['id']} stops it)")
+            raise SystemExit(130) from None
+    duplicates = f", {job['duplicates']} near-duplicates of stored passages kept once" if job["duplicates"] else ""
+    console.print(Text(f"import job {job['id']}: {job['status']}, {job['done']} of {job['total']} passages{duplicates}", "bold"))
+    if job["status"] != "done":
+        raise SystemExit(1)
+
+
+def _watch(api: client.Api, path: str, job: dict[str, Any], console: Console) -> dict[str, Any]:
+    """Poll the job until it ends, with a bar of passages stored, the rate and the time left."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("storing passages", total=job["total"], completed=job["done"])
+        while job["status"] in ("queued", "running"):
+            time.sleep(POLL_SECONDS)
+            job = api.json("GET", path)
+            bar.update(task, completed=job["done"])
+    return job

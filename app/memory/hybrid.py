@@ -192,16 +192,17 @@ df AS (
 ), matches AS (
 {matches}
 ), tf AS (
-    SELECT m.id, w.term, count(*) AS tf
+    -- each row's length comes along: joining `matches` again would scan it once per term occurrence
+    SELECT m.id, m.token_count, w.term, count(*) AS tf
     FROM matches m CROSS JOIN LATERAL unnest(string_to_array(m.search_text, ' ')) AS w(term)
     WHERE w.term = ANY(CAST(:terms AS text[]))
-    GROUP BY m.id, w.term
+    GROUP BY m.id, m.token_count, w.term
 ), bm25 AS (
     SELECT tf.id, sum(
         ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
-        * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * m.token_count / stats.avgdl))
+        * tf.tf * {BM25_K1 + 1} / (tf.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * tf.token_count / stats.avgdl))
     ) AS score
-    FROM tf JOIN df USING (term) JOIN matches m ON m.id = tf.id CROSS JOIN stats
+    FROM tf JOIN df USING (term) CROSS JOIN stats
     GROUP BY tf.id
 ), bound AS (
     -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no

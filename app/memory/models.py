@@ -148,3 +148,39 @@ class Message(SQLModel, table=True):
                 except (ValueError, AttributeError):
                     continue
         return "\n".join(part for part in [self.content, *sent] if part)
+
+
+class ImportJob(SQLModel, table=True):
+    """A bulk import of passages into archival memory (POST …/archival/import), stored slice by slice by whichever
+    process holds the job's lock; its items wait in import_items until they are stored."""
+
+    __tablename__ = "import_jobs"
+    __table_args__ = (Index("ix_import_jobs_pending", "created_at", postgresql_where="status IN ('queued', 'running')"),)
+
+    id: uuid.UUID = id_field()
+    agent_id: uuid.UUID = agent_fk()
+    status: str = Field(default="queued", sa_column=Column(Text, nullable=False))  # queued|running|done|cancelled
+    total: int
+    done: int = 0  # items stored, near-duplicates of stored passages included
+    duplicates: int = 0  # of them, near-duplicates: the stored passage was kept, none added
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the last failure, retried until the job ends
+    created_at: datetime = timestamp_field()
+    updated_at: datetime = timestamp_field()
+    finished_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    # Where the current run (this process's, after any restart) began: the rate counts only its own work.
+    run_started_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    run_started_done: int = 0
+
+
+class ImportItem(SQLModel, table=True):
+    """An item of an import job not stored yet; deleted in the transaction that stores it, so none is stored twice."""
+
+    __tablename__ = "import_items"
+
+    job_id: uuid.UUID = Field(
+        sa_column=Column(UUID(as_uuid=True), ForeignKey("import_jobs.id", ondelete="CASCADE"), primary_key=True)
+    )
+    position: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    content: str = Field(sa_column=Column(Text, nullable=False))
+    tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
+    occurred_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))

@@ -89,8 +89,15 @@ class PassageSupersede(RequestBody):
     occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}. The superseded passage is valid until then")
 
 
+MAX_BATCH_ITEMS = 500  # POST …/archival/batch; more (or more than Settings.max_batch_chars) goes to an import job
+
+
 class PassageBatchCreate(RequestBody):
-    items: list[PassageCreate] = Field(min_length=1, max_length=500)
+    items: list[PassageCreate] = Field(
+        min_length=1,
+        description=f"up to {MAX_BATCH_ITEMS} passages and ENGRAM_MAX_BATCH_CHARS characters in all (413 beyond: use "
+        "POST …/archival/import)",
+    )
 
 
 class PassageRead(ReadModel):
@@ -162,3 +169,20 @@ class MessageRead(ReadModel):
     tool_call_id: str | None = None
     name: str | None = None
     score: float | None = Field(default=None, description="searches only")
+
+
+class ImportJobRead(ReadModel):
+    id: uuid.UUID
+    agent_id: uuid.UUID
+    status: Literal["queued", "running", "done", "cancelled"] = Field(
+        description="queued, running (also while it waits to resume after a restart), done or cancelled"
+    )
+    total: int = Field(description="items in the import")
+    done: int = Field(description="items stored so far (near-duplicates of stored passages included)")
+    duplicates: int = Field(description="of them, near-duplicates of a stored passage: kept once, not stored again")
+    rate_per_second: float | None = Field(description="items stored per second by the current run; null before it stores any")
+    eta_seconds: float | None = Field(description="seconds left at that rate; null without a rate or once finished")
+    error: str | None = Field(description="the last failure, if any (the job retries until it ends)")
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None

@@ -191,11 +191,14 @@ class ArchivalMemory:
         items: Sequence[NewPassage | tuple[str, list[str]]],
         *,
         exclude: Sequence[uuid.UUID] = (),
+        vectors: list[list[float]] | None = None,
     ) -> list[Stored]:
         """Embed and store passages; a near-duplicate of a current (or earlier in the batch) passage is not stored
-        again, and its original is returned instead (never one of `exclude`)."""
+        again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
+        when the caller computed them before its transaction (an import job)."""
         news = [NewPassage(*item) for item in items]
-        vectors = await self.embedder.embed_passages([new.content for new in news])
+        if vectors is None:
+            vectors = await self.embedder.embed_passages([new.content for new in news])
         neighbours = await self.passages.nearest(
             agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_CANDIDATE_SIMILARITY, exclude=exclude
         )

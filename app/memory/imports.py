@@ -1,0 +1,205 @@
+"""Bulk imports into archival memory as jobs (POST …/archival/import): the request stores the items and answers at
+once; a worker in every process stores them as passages, a slice at a time, while searches and turns go on.
+
+A job is run by whichever process holds its advisory lock (one per job, on a connection of its own, released if the
+process dies), so a job left `running` by a killed process is taken up again by the next start or by another
+replica. Every slice is stored in one transaction that also deletes its items and counts them done: a crash loses at
+most the slice in flight, which is stored again from the start, and no item is ever stored twice. The slice's
+vectors are computed before that transaction, so a cancel waits for one database write, not for the embedder."""
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, insert, text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.db import transaction
+from app.errors import NotFound
+from app.llm.embeddings import Embedder
+from app.memory.models import ImportItem, ImportJob
+from app.memory.schemas import ImportJobRead, PassageCreate
+from app.memory.service import ArchivalMemory, NewPassage
+from app.models_base import utcnow
+
+log = logging.getLogger("engram.imports")
+PENDING = ("queued", "running")
+SLICE = 32  # items embedded and stored per transaction (the embedder interleaves queries within it, see SLICE_CHARS)
+INSERT_CHUNK = 5000  # items per INSERT when a job is created
+POLL_SECONDS = 5.0  # how often an idle worker looks for jobs left by stopped processes or given to another replica
+
+
+async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence[PassageCreate]) -> ImportJob:
+    """The job and its items, stored in the caller's transaction: the worker sees it once that commits."""
+    job = ImportJob(agent_id=agent_id, total=len(items))
+    session.add(job)
+    await session.flush()
+    for start in range(0, len(items), INSERT_CHUNK):
+        rows = [
+            {"job_id": job.id, "position": start + i, "content": item.content, "tags": item.tags, "occurred_at": item.occurred_at}
+            for i, item in enumerate(items[start : start + INSERT_CHUNK])
+        ]
+        await session.execute(insert(ImportItem), rows)
+    return job
+
+
+async def get_job(session: AsyncSession, agent_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> ImportJob:
+    job = await session.get(ImportJob, job_id, with_for_update=for_update)
+    if job is None or job.agent_id != agent_id:
+        raise NotFound(f"import job {job_id} not found")
+    return job
+
+
+async def cancel_job(session: AsyncSession, agent_id: uuid.UUID, job_id: uuid.UUID) -> ImportJob:
+    """Stop the job: the passages stored so far stay, the rest of its items are dropped. A finished job is returned
+    as it is."""
+    job = await get_job(session, agent_id, job_id, for_update=True)
+    if job.status in PENDING:
+        job.status, job.finished_at = "cancelled", utcnow()
+        job.updated_at = job.finished_at
+        await session.execute(delete(ImportItem).where(col(ImportItem.job_id) == job_id))
+    return job
+
+
+def describe(job: ImportJob, now: datetime | None = None) -> ImportJobRead:
+    """The job with its rate (items per second of the current run) and the time left at that rate."""
+    rate = eta = None
+    stored = job.done - job.run_started_done
+    if job.run_started_at is not None and stored > 0:
+        until = (now or utcnow()) if job.status in PENDING else (job.finished_at or job.updated_at)
+        elapsed = (until - job.run_started_at).total_seconds()
+        rate = stored / elapsed if elapsed > 0 else None
+    if rate and job.status in PENDING:
+        eta = (job.total - job.done) / rate
+    return ImportJobRead.of(job, rate_per_second=rate, eta_seconds=eta)
+
+
+def job_lock_key(job_id: uuid.UUID) -> int:
+    """The advisory lock a process holds while it runs the job (the middle of the id: not any agent's turn key)."""
+    return int.from_bytes(job_id.bytes[4:12], "big", signed=True)
+
+
+@dataclass(frozen=True)
+class _Item:
+    position: int
+    passage: NewPassage
+
+
+class ImportWorker:
+    """Runs pending import jobs, one at a time, for the life of the process."""
+
+    def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], embedder: Embedder):
+        self.engine, self.sessions, self.embedder = engine, sessions, embedder
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, poll_seconds: float = POLL_SECONDS) -> None:
+        self._task = asyncio.create_task(self._run(poll_seconds), name="engram-imports")
+
+    def wake(self) -> None:
+        """A job was created: look now rather than at the next poll."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """At shut-down: the slice in flight is rolled back and stored again when the job resumes."""
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self, poll_seconds: float) -> None:
+        while True:
+            try:
+                while await self.run_next():
+                    pass
+            except Exception:  # the database or the embedder failed: the job stays pending and is tried again
+                log.warning("import job failed; retrying in %.0f s", poll_seconds, exc_info=True)
+            with suppress(TimeoutError):
+                async with asyncio.timeout(poll_seconds):
+                    await self._wake.wait()
+            self._wake.clear()
+
+    async def run_next(self) -> bool:
+        """Run one pending job that no process is running; False when there is none."""
+        async with self.sessions() as session:
+            pending = await session.exec(
+                select(ImportJob.id).where(col(ImportJob.status).in_(PENDING)).order_by(col(ImportJob.created_at))
+            )
+            job_ids = list(pending.all())
+        for job_id in job_ids:
+            async with self.engine.connect() as conn:
+                key = {"k": job_lock_key(job_id)}
+                taken = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), key)).scalar()
+                await conn.commit()
+                if not taken:
+                    continue  # another process runs it
+                try:
+                    await self._work(job_id)
+                finally:
+                    try:
+                        await conn.execute(text("SELECT pg_advisory_unlock(:k)"), key)
+                        await conn.commit()
+                    except BaseException:
+                        await conn.invalidate()  # closing the connection releases the lock
+                        raise
+            return True
+        return False
+
+    async def _work(self, job_id: uuid.UUID) -> None:
+        async with transaction(self.sessions) as session:
+            job = await session.get(ImportJob, job_id, with_for_update=True)
+            if job is None or job.status not in PENDING:
+                return
+            job.status, job.run_started_at, job.run_started_done = "running", utcnow(), job.done
+        while items := await self._next_slice(job_id):
+            try:
+                vectors = await self.embedder.embed_passages([item.passage.content for item in items])
+            except Exception as exc:
+                await self._record_error(job_id, exc)
+                raise
+            if not await self._store(job_id, items, vectors):
+                return  # cancelled, or its agent deleted
+        async with transaction(self.sessions) as session:
+            job = await session.get(ImportJob, job_id, with_for_update=True)
+            if job is not None and job.status == "running":
+                job.status, job.finished_at = "done", utcnow()
+                job.updated_at = job.finished_at
+                log.info("import job %s done: %d items, %d near-duplicates", job_id, job.total, job.duplicates)
+
+    async def _next_slice(self, job_id: uuid.UUID) -> list[_Item]:
+        async with self.sessions() as session:
+            rows = await session.exec(
+                select(ImportItem).where(col(ImportItem.job_id) == job_id).order_by(col(ImportItem.position)).limit(SLICE)
+            )
+            return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at)) for r in rows.all()]
+
+    async def _store(self, job_id: uuid.UUID, items: list[_Item], vectors: list[list[float]]) -> bool:
+        """Store the slice, delete its items and count them, in one transaction; False if the job is no longer
+        running."""
+        async with transaction(self.sessions) as session:
+            job = await session.get(ImportJob, job_id, with_for_update=True)
+            if job is None or job.status != "running":
+                return False
+            archival = ArchivalMemory(session, self.embedder)
+            stored = await archival.add(job.agent_id, [item.passage for item in items], vectors=vectors)
+            positions = [item.position for item in items]
+            await session.execute(
+                delete(ImportItem).where(col(ImportItem.job_id) == job_id, col(ImportItem.position).in_(positions))
+            )
+            job.done += len(items)
+            job.duplicates += sum(s.duplicate for s in stored)
+            job.updated_at, job.error = utcnow(), None
+        return True
+
+    async def _record_error(self, job_id: uuid.UUID, exc: Exception) -> None:
+        with suppress(Exception):  # the database may be what failed
+            async with transaction(self.sessions) as session:
+                job = await session.get(ImportJob, job_id, with_for_update=True)
+                if job is not None:
+                    job.error, job.updated_at = f"{type(exc).__name__}: {exc}", utcnow()

@@ -1,0 +1,43 @@
+"""Loading many passages into an agent the way a user would: one import job (POST …/archival/import, JSON lines),
+watched until it ends. Synchronous (an httpx.Client or a TestClient) and asynchronous (an httpx.AsyncClient)."""
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+JSON_LINES = {"Content-Type": "application/x-ndjson"}
+POLL_SECONDS = 0.2
+
+
+def json_lines(texts: list[str]) -> bytes:
+    return "\n".join(json.dumps({"content": t}, ensure_ascii=False) for t in texts).encode()
+
+
+def _ended(response: httpx.Response) -> dict[str, Any] | None:
+    assert response.status_code == 200, response.text
+    job = response.json()
+    if job["status"] in ("queued", "running"):
+        return None
+    assert job["status"] == "done", job
+    return job
+
+
+def import_passages(client: httpx.Client, agent_id: str, texts: list[str]) -> dict[str, Any]:
+    """The finished job."""
+    started = client.post(f"/v1/agents/{agent_id}/archival/import", content=json_lines(texts), headers=JSON_LINES)
+    assert started.status_code == 202, started.text
+    while (job := _ended(client.get(started.headers["location"]))) is None:
+        time.sleep(POLL_SECONDS)
+    return job
+
+
+async def import_passages_async(client: httpx.AsyncClient, agent_id: str, texts: list[str]) -> dict[str, Any]:
+    """The finished job."""
+    started = await client.post(f"/v1/agents/{agent_id}/archival/import", content=json_lines(texts), headers=JSON_LINES)
+    assert started.status_code == 202, started.text
+    while (job := _ended(await client.get(started.headers["location"]))) is None:
+        await asyncio.sleep(POLL_SECONDS)
+    return job

@@ -1,0 +1,191 @@
+"""Bulk imports as jobs (POST …/archival/import): progress, cancel, resume after a killed process with no item
+stored twice, the formats and their errors, the batch's 413 that points to the job, and `engram import-passages`."""
+
+import json
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.settings import Settings
+from testkit.bulk import JSON_LINES
+from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
+from testkit.service_process import start_service, stop_service
+from tests.conftest import Cli, create_database, run_sql
+
+
+def lines(items: list[dict[str, Any]]) -> bytes:
+    return "\n".join(json.dumps(item, ensure_ascii=False) for item in items).encode()
+
+
+def facts(n: int, prefix: str = "fact") -> list[dict[str, Any]]:
+    return [{"content": f"{prefix} {i}: the user's note number {i} mentions item-{i * 7919 % 10007}"} for i in range(n)]
+
+
+def wait_for(api: httpx.Client | TestClient, path: str, until: Any, timeout: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = api.get(path).json()
+        if until(job):
+            return job
+        assert time.monotonic() < deadline, f"the job did not get there: {job}"
+        time.sleep(0.1)
+
+
+def ended(job: dict[str, Any]) -> bool:
+    return job["status"] in ("done", "cancelled")
+
+
+def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent: dict, settings: Settings) -> None:
+    items = [
+        {"content": "ユーザーは大阪に住んでいる", "tags": ["home"], "occurred_at": "2024-05-01T09:00:00+09:00"},
+        {"content": "The user's sister is called Hana", "tags": ["family"]},
+        {"content": "The user's sister is called Hana!"},  # a near-duplicate: stored once
+        *facts(40),
+    ]
+    response = client.post(f"/v1/agents/{agent['id']}/archival/import", content=lines(items), headers=JSON_LINES)
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["status"] in ("queued", "running") and job["total"] == len(items)
+    assert response.headers["location"] == f"/v1/agents/{agent['id']}/archival/import/{job['id']}"
+
+    seen = [job]
+    job = wait_for(client, response.headers["location"], lambda j: seen.append(j) or ended(j))
+    assert (job["status"], job["done"], job["duplicates"], job["eta_seconds"]) == ("done", len(items), 1, None)
+    assert job["rate_per_second"] > 0 and job["finished_at"] is not None
+    assert all(a["done"] <= b["done"] for a, b in zip(seen, seen[1:], strict=False))  # progress only goes forward
+
+    stored = client.get(f"/v1/agents/{agent['id']}/archival", params={"limit": 100}).json()["items"]
+    assert len(stored) == len(items) - 1
+    osaka = next(p for p in stored if p["content"] == "ユーザーは大阪に住んでいる")
+    assert (osaka["tags"], osaka["occurred_at"]) == (["home"], "2024-05-01T00:00:00Z")
+    hits = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "大阪", "k": 1}).json()["items"]
+    assert hits[0]["content"] == "ユーザーは大阪に住んでいる"
+    [(left,)] = run_sql(str(settings.database_url), "SELECT count(*) FROM import_items WHERE job_id = :j", {"j": job["id"]})
+    assert left == 0  # items leave as they are stored
+
+
+def test_a_json_array_imports_too(client: TestClient, agent: dict) -> None:
+    response = client.post(f"/v1/agents/{agent['id']}/archival/import", json=facts(5, "array"))
+    assert response.status_code == 202, response.text
+    job = wait_for(client, response.headers["location"], ended)
+    assert (job["status"], job["done"], job["total"]) == ("done", 5, 5)
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "says"),
+    [
+        (b'{"content": "ok"}\n{"content": \n', JSON_LINES, 422, "line 2 is not valid JSON"),
+        (b'{"content": "ok"}\n\n{"tags": ["x"]}', JSON_LINES, 422, "line 3: content: Field required"),
+        (b'[{"content": "ok"}, {"content": ""}]', {"Content-Type": "application/json"}, 422, "item 1: content:"),
+        (b'{"content": "not in an array"}', {"Content-Type": "application/json"}, 422, "must be an array"),
+        (b"[]", {"Content-Type": "application/json"}, 422, "holds no passages"),
+        (b'{"content": "ok", "colour": 1}', JSON_LINES, 422, "line 1: colour: Extra inputs"),
+        (b"content=ok", {"Content-Type": "text/plain"}, 415, "application/x-ndjson"),
+    ],
+)
+def test_a_bad_import_is_refused_whole(
+    client: TestClient, agent: dict, body: bytes, headers: dict[str, str], status: int, says: str
+) -> None:
+    response = client.post(f"/v1/agents/{agent['id']}/archival/import", content=body, headers=headers)
+    assert response.status_code == status, response.text
+    assert says in response.json()["detail"]
+    assert client.get(f"/v1/agents/{agent['id']}/archival").json()["items"] == []  # nothing stored, no job
+
+
+def test_unknown_jobs_and_other_agents_jobs_are_404(client: TestClient, agent: dict) -> None:
+    other = client.post("/v1/agents", json={"name": f"other-{uuid.uuid4().hex[:6]}"}).json()
+    job = client.post(f"/v1/agents/{agent['id']}/archival/import", json=facts(1)).json()
+    assert client.get(f"/v1/agents/{agent['id']}/archival/import/{uuid.uuid4()}").status_code == 404
+    assert client.get(f"/v1/agents/{other['id']}/archival/import/{job['id']}").status_code == 404
+    assert client.post(f"/v1/agents/{other['id']}/archival/import/{job['id']}/cancel").status_code == 404
+
+
+def test_cancel_keeps_what_was_stored_and_drops_the_rest(client: TestClient, agent: dict) -> None:
+    location = client.post(f"/v1/agents/{agent['id']}/archival/import", json=facts(300, "long")).headers["location"]
+    cancelled = client.post(f"{location}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled" and cancelled.json()["done"] < 200
+    time.sleep(1.5)  # a slice in flight when the cancel came is not stored
+    job = client.get(location).json()
+    assert (job["status"], job["done"]) == ("cancelled", cancelled.json()["done"])
+    stored = client.get(f"/v1/agents/{agent['id']}/archival", params={"limit": 200}).json()["items"]
+    assert len(stored) == job["done"]
+    assert client.post(f"{location}/cancel").json()["status"] == "cancelled"  # again: the same answer
+
+
+def test_a_batch_too_large_to_embed_while_waiting_points_to_the_job(client: TestClient, agent: dict) -> None:
+    many = client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": facts(501)})
+    long = client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": "x" * 19_000}] * 3})
+    for response in (many, long):
+        assert response.status_code == 413, response.text
+        assert response.json()["error"] == "payload_too_large"
+        assert f"POST /v1/agents/{agent['id']}/archival/import" in response.json()["detail"]
+    assert client.get(f"/v1/agents/{agent['id']}/archival").json()["items"] == []
+
+
+def test_an_import_may_be_larger_than_other_requests(client: TestClient, agent: dict) -> None:
+    limit = client.app.state.settings.max_request_bytes  # type: ignore[attr-defined]
+    items = [{"content": f"entry {i} " + "lorem ipsum dolor sit amet " * 40} for i in range(limit // 1000 + 10)]
+    body = lines(items)
+    assert len(body) > limit
+    chat = client.post(f"/v1/agents/{agent['id']}/archival/batch", content=body, headers={"Content-Type": "application/json"})
+    assert chat.status_code == 413
+    response = client.post(f"/v1/agents/{agent['id']}/archival/import", content=body, headers=JSON_LINES)
+    assert response.status_code == 202, response.text
+    assert client.post(f"{response.headers['location']}/cancel").json()["status"] == "cancelled"
+
+
+def test_import_passages_command_shows_progress(
+    cli: Cli, agent: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "notes.jsonl"
+    source.write_bytes(lines(facts(12, "cli")))
+    cli("import-passages", str(source), agent["id"])
+    err = capsys.readouterr().err
+    assert "12/12" in err  # rich's bar: stored of total
+    assert ": done, 12 of 12 passages" in err
+
+
+def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_server: object) -> None:
+    """SIGKILL mid-import (a slow embedding endpoint keeps it mid-way), start again: the job finishes, every item
+    stored exactly once (a slice stored twice would show as near-duplicates, and as more passages)."""
+    embeddings = ScriptedLLM().start()
+    embeddings.embedding_delay = 0.3  # per slice of 32 items
+    url = create_database(postgres_server, f"engram_imports_{uuid.uuid4().hex[:8]}")
+    env = {
+        "DATABASE_URL": url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_EMBEDDING_PROVIDER": "openai",
+        "ENGRAM_EMBEDDING_BASE_URL": embeddings.url,
+        "ENGRAM_EMBEDDING_MODEL": "hashed",
+        "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
+    }
+    total = 320
+    process, base = start_service(env)
+    try:
+        with httpx.Client(base_url=base, timeout=30) as api:
+            agent = api.post("/v1/agents", json={"name": "importer"}).json()
+            location = api.post(f"/v1/agents/{agent['id']}/archival/import", content=lines(facts(total)), headers=JSON_LINES)
+            location = location.headers["location"]
+            wait_for(api, location, lambda j: j["done"] >= 32)
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            killed_at = run_sql(url, "SELECT done FROM import_jobs")[0][0]
+            assert 0 < killed_at < total
+
+            process, base = start_service(env)
+            with httpx.Client(base_url=base, timeout=30) as again:
+                job = wait_for(again, location, ended)
+    finally:
+        stop_service(process)
+        embeddings.stop()
+    assert (job["status"], job["done"], job["total"], job["duplicates"]) == ("done", total, total, 0)
+    [(passages, distinct)] = run_sql(url, "SELECT count(*), count(DISTINCT content) FROM archival_passages")
+    assert passages == distinct == total
