@@ -44,3 +44,22 @@ async def test_a_search_does_not_wait_for_a_whole_bulk_import(embedder: Embedder
 
     await asyncio.gather(bulk_import(), search())
     assert finished == ["search", "bulk import"]
+
+
+async def test_a_query_does_not_wait_for_the_passage_in_flight(embedder: Embedder) -> None:
+    """One long passage is one slice (most of a second of model work): a query that arrives meanwhile has a lane
+    of its own and is answered first."""
+    finished: list[str] = []
+    passage = ("The user walked along the river and talked about the plans for the summer holidays. " * 60)[:4000]
+
+    async def embed_passage() -> None:
+        await embedder.embed_passages([passage])
+        finished.append("passage")
+
+    async def search() -> None:
+        await asyncio.sleep(0.05)  # arrives while the passage is being embedded
+        await embedder.embed_query("Where did the user walk?")
+        finished.append("query")
+
+    await asyncio.gather(embed_passage(), search())
+    assert finished == ["query", "passage"]
