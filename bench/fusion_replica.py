@@ -38,12 +38,6 @@ class Design:
     reply_share: float = hybrid.REPLY_SHARE
     reply_lead: int = hybrid.REPLY_LEAD
     reply_max_tokens: int = hybrid.REPLY_MAX_TOKENS  # a longer reply stands on its own
-    # The vector weight for short memories: a corpus whose mean passage length (lexical tokens) is under
-    # `short_corpus_tokens`, or else each passage under `short_passage_tokens`, weighs the cosine by
-    # `short_vector_weight` instead (0 / None: the lever is off).
-    short_vector_weight: float | None = None
-    short_corpus_tokens: float = 0.0
-    short_passage_tokens: float = 0.0
 
     def but(self, **changes) -> "Design":
         return replace(self, **changes)
@@ -144,23 +138,12 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
     sim_n = (sim - sim.min()) / span if span > 0 else np.ones_like(sim)
     scale = max(bm25[pool].max(), design.lexical_floor * terms.bound(query_terms, design.k1))
     lex_n = bm25[pool] / scale if scale > 0 else np.zeros(len(pool))
-    weight = _vector_weights(terms, pool, design)
-    fused = weight * sim_n + (1 - weight) * lex_n
+    fused = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n
     if design.reply_share:
         pool, fused, sim = _with_replies(ix, pool, fused, cosine, bm25 / scale if scale > 0 else bm25 * 0, design)
     # ties: the higher cosine first, as the statement orders them
     order = np.lexsort((-sim, -fused))
     return [int(pool[i]) for i in order[:k]]
-
-
-def _vector_weights(terms: "Terms", pool: np.ndarray, design: Design) -> np.ndarray:
-    """The cosine's weight for each candidate (see Design.short_vector_weight)."""
-    weight = np.full(len(pool), design.vector_weight)
-    if design.short_vector_weight is None:
-        return weight
-    if terms.avgdl < design.short_corpus_tokens:
-        return np.full(len(pool), design.short_vector_weight)
-    return np.where(terms.lengths[pool] < design.short_passage_tokens, design.short_vector_weight, weight)
 
 
 def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.ndarray, lex_n: np.ndarray, design: Design):
@@ -177,8 +160,7 @@ def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.n
         if short and QUESTION.search(ix.passages[question]):
             if reply not in own:
                 sim_n = min(max((cosine[reply] - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
-                [weight] = _vector_weights(ix.terms(design.tokens), np.array([reply]), design)
-                own[reply] = weight * sim_n + (1 - weight) * lex_n[reply]
+                own[reply] = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n[reply]
             boosted[reply] = min(own[reply] + design.reply_share * own[question], 1.0)
     ids = np.array(sorted(boosted))
     return ids, np.array([boosted[i] for i in ids]), cosine[ids]
