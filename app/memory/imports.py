@@ -30,7 +30,7 @@ from app.models_base import utcnow
 
 log = logging.getLogger("engram.imports")
 PENDING = ("queued", "running")
-SLICE = 32  # items embedded and stored per transaction (the embedder interleaves queries within it, see SLICE_CHARS)
+SLICE = 32  # items embedded, then stored in one transaction (queries never wait for it: their own embedder lane)
 INSERT_CHUNK = 5000  # items per INSERT when a job is created
 POLL_SECONDS = 5.0  # how often an idle worker looks for jobs left by stopped processes or given to another replica
 
