@@ -4,10 +4,12 @@ hold up searches."""
 import asyncio
 
 import numpy as np
+import pytest
 
 from app.llm.embeddings import Embedder
 
 LONG = "週末は家族で鎌倉の海へ出かけて、釣りをしたり砂浜を散歩したりして、夕方まで過ごしました。" * 4
+LONG_ENGLISH = ("The user walked along the river and talked about the plans for the summer holidays. " * 60)[:4000]
 
 
 async def test_queries_and_passages_are_embedded_with_their_own_prefixes(embedder: Embedder) -> None:
@@ -30,36 +32,25 @@ async def test_the_event_loop_runs_while_the_model_embeds(embedder: Embedder) ->
     assert ticks >= 20  # the model ran outside the GIL and off the loop: the loop kept ticking throughout
 
 
-async def test_a_search_does_not_wait_for_a_whole_bulk_import(embedder: Embedder) -> None:
+@pytest.mark.parametrize(
+    ("passages", "query"),
+    [([LONG] * 32, "家族で出かけた場所は？"), ([LONG_ENGLISH], "Where did the user walk?")],
+    ids=["a bulk import", "one long passage in flight"],
+)
+async def test_a_query_does_not_wait_for_passages(embedder: Embedder, passages: list[str], query: str) -> None:
+    """Queries have a lane of their own: one arriving while passages are embedded is answered first, whether they
+    are a bulk import or one long passage (one slice, most of a second of model work, that a single lane would make
+    it wait for)."""
     finished: list[str] = []
 
-    async def bulk_import() -> None:
-        await embedder.embed_passages([LONG] * 32)
-        finished.append("bulk import")
+    async def embed_passages() -> None:
+        await embedder.embed_passages(passages)
+        finished.append("passages")
 
     async def search() -> None:
-        await asyncio.sleep(0.05)  # arrives while the import is under way
-        await embedder.embed_query("家族で出かけた場所は？")
-        finished.append("search")
-
-    await asyncio.gather(bulk_import(), search())
-    assert finished == ["search", "bulk import"]
-
-
-async def test_a_query_does_not_wait_for_the_passage_in_flight(embedder: Embedder) -> None:
-    """One long passage is one slice (most of a second of model work): a query that arrives meanwhile has a lane
-    of its own and is answered first."""
-    finished: list[str] = []
-    passage = ("The user walked along the river and talked about the plans for the summer holidays. " * 60)[:4000]
-
-    async def embed_passage() -> None:
-        await embedder.embed_passages([passage])
-        finished.append("passage")
-
-    async def search() -> None:
-        await asyncio.sleep(0.05)  # arrives while the passage is being embedded
-        await embedder.embed_query("Where did the user walk?")
+        await asyncio.sleep(0.05)  # arrives while the passages are being embedded
+        await embedder.embed_query(query)
         finished.append("query")
 
-    await asyncio.gather(embed_passage(), search())
-    assert finished == ["query", "passage"]
+    await asyncio.gather(embed_passages(), search())
+    assert finished == ["query", "passages"]
