@@ -128,10 +128,22 @@ def report(queries_by_set: dict[str, list]) -> dict:
     return {"best_baseline": {n: v.tolist() for n, v in scorer.best_baseline.items()}, "sensitivity": table}
 
 
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> type:
+        # `python -m bench.retrieval` pickles its classes as __main__'s
+        return super().find_class("bench.retrieval" if module == "__main__" else module, name)
+
+
+def load_queries(path: Path) -> dict[str, list]:
+    """The queries `python -m bench.retrieval --save-queries FILE` saved."""
+    with path.open("rb") as file:
+        return _Unpickler(file).load()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="The design sweep alone, on the queries a retrieval run saved")
     parser.add_argument("queries", type=Path, help="written by python -m bench.retrieval --save-queries FILE")
-    report(pickle.loads(parser.parse_args().queries.read_bytes()))
+    report(load_queries(parser.parse_args().queries))
 
 
 if __name__ == "__main__":
