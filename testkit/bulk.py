@@ -12,8 +12,9 @@ JSON_LINES = {"Content-Type": "application/x-ndjson"}
 POLL_SECONDS = 0.2
 
 
-def json_lines(texts: list[str]) -> bytes:
-    return "\n".join(json.dumps({"content": t}, ensure_ascii=False) for t in texts).encode()
+def json_lines(items: list[dict[str, Any]]) -> bytes:
+    """An import body: one passage object per line."""
+    return "\n".join(json.dumps(item, ensure_ascii=False) for item in items).encode()
 
 
 def _ended(response: httpx.Response) -> dict[str, Any] | None:
@@ -27,7 +28,9 @@ def _ended(response: httpx.Response) -> dict[str, Any] | None:
 
 def import_passages(client: httpx.Client, agent_id: str, texts: list[str]) -> dict[str, Any]:
     """The finished job."""
-    started = client.post(f"/v1/agents/{agent_id}/archival/import", content=json_lines(texts), headers=JSON_LINES)
+    started = client.post(
+        f"/v1/agents/{agent_id}/archival/import", content=json_lines([{"content": t} for t in texts]), headers=JSON_LINES
+    )
     assert started.status_code == 202, started.text
     while (job := _ended(client.get(started.headers["location"]))) is None:
         time.sleep(POLL_SECONDS)
@@ -36,7 +39,9 @@ def import_passages(client: httpx.Client, agent_id: str, texts: list[str]) -> di
 
 async def import_passages_async(client: httpx.AsyncClient, agent_id: str, texts: list[str]) -> dict[str, Any]:
     """The finished job."""
-    started = await client.post(f"/v1/agents/{agent_id}/archival/import", content=json_lines(texts), headers=JSON_LINES)
+    started = await client.post(
+        f"/v1/agents/{agent_id}/archival/import", content=json_lines([{"content": t} for t in texts]), headers=JSON_LINES
+    )
     assert started.status_code == 202, started.text
     while (job := _ended(await client.get(started.headers["location"]))) is None:
         await asyncio.sleep(POLL_SECONDS)

@@ -1,7 +1,6 @@
 """Bulk imports as jobs (POST …/archival/import): progress, cancel, resume after a killed process with no item
 stored twice, the formats and their errors, the batch's 413 that points to the job, and `engram import-passages`."""
 
-import json
 import os
 import signal
 import time
@@ -14,14 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
-from testkit.bulk import JSON_LINES
+from testkit.bulk import JSON_LINES, json_lines
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
 from testkit.service_process import start_service, stop_service
 from tests.conftest import Cli, create_database, run_sql
-
-
-def lines(items: list[dict[str, Any]]) -> bytes:
-    return "\n".join(json.dumps(item, ensure_ascii=False) for item in items).encode()
 
 
 def facts(n: int, prefix: str = "fact") -> list[dict[str, Any]]:
@@ -49,7 +44,7 @@ def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent
         {"content": "The user's sister is called Hana!"},  # a near-duplicate: stored once
         *facts(40),
     ]
-    response = client.post(f"/v1/agents/{agent['id']}/archival/import", content=lines(items), headers=JSON_LINES)
+    response = client.post(f"/v1/agents/{agent['id']}/archival/import", content=json_lines(items), headers=JSON_LINES)
     assert response.status_code == 202, response.text
     job = response.json()
     assert job["status"] in ("queued", "running") and job["total"] == len(items)
@@ -133,7 +128,7 @@ def test_a_batch_too_large_to_embed_while_waiting_points_to_the_job(client: Test
 def test_an_import_may_be_larger_than_other_requests(client: TestClient, agent: dict) -> None:
     limit = client.app.state.settings.max_request_bytes  # type: ignore[attr-defined]
     items = [{"content": f"entry {i} " + "lorem ipsum dolor sit amet " * 40} for i in range(limit // 1000 + 10)]
-    body = lines(items)
+    body = json_lines(items)
     assert len(body) > limit
     chat = client.post(f"/v1/agents/{agent['id']}/archival/batch", content=body, headers={"Content-Type": "application/json"})
     assert chat.status_code == 413
@@ -146,7 +141,7 @@ def test_import_passages_command_shows_progress(
     cli: Cli, agent: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "notes.jsonl"
-    source.write_bytes(lines(facts(12, "cli")))
+    source.write_bytes(json_lines(facts(12, "cli")))
     cli("import-passages", str(source), agent["id"])
     err = capsys.readouterr().err
     assert "12/12" in err  # rich's bar: stored of total
@@ -172,7 +167,7 @@ def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_serv
     try:
         with httpx.Client(base_url=base, timeout=30) as api:
             agent = api.post("/v1/agents", json={"name": "importer"}).json()
-            location = api.post(f"/v1/agents/{agent['id']}/archival/import", content=lines(facts(total)), headers=JSON_LINES)
+            location = api.post(f"/v1/agents/{agent['id']}/archival/import", content=json_lines(facts(total)), headers=JSON_LINES)
             location = location.headers["location"]
             wait_for(api, location, lambda j: j["done"] >= 32)
             os.kill(process.pid, signal.SIGKILL)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from app.api.deps import AgentIdDep, SessionDep
 from app.db import transaction
-from app.errors import ERROR_RESPONSES, Unprocessable, UnsupportedMediaType, format_validation
+from app.errors import ERROR_RESPONSES, JSON_MEDIA_TYPE, Unprocessable, UnsupportedMediaType, format_validation
 from app.memory.imports import cancel_job, create_job, describe, get_job
 from app.memory.schemas import ImportJobRead, PassageCreate
 from app.runtime import runtime
@@ -19,7 +19,6 @@ from app.runtime import runtime
 router = APIRouter(prefix="/v1/agents/{agent_id}/archival/import", tags=["memory"], responses=ERROR_RESPONSES)
 PATH = re.compile(r"^/v1/agents/[^/]+/archival/import$")  # bodies up to ENGRAM_MAX_IMPORT_BYTES (app/main.py)
 JSON_LINES = re.compile(r"application/(x-)?(ndjson|jsonl|json-lines|jsonlines)\s*(;|$)", re.IGNORECASE)
-JSON_ARRAY = re.compile(r"application/([\w.-]+\+)?json\s*(;|$)", re.IGNORECASE)
 PASSAGE = {"$ref": "#/components/schemas/PassageCreate"}
 BODY: dict[str, Any] = {
     "requestBody": {
@@ -46,7 +45,7 @@ def parse_passages(body: bytes, content_type: str) -> list[PassageCreate]:
     if JSON_LINES.match(content_type):
         lines = ((n, line) for n, line in enumerate(body.split(b"\n"), start=1) if line.strip())
         values = [(f"line {n}", _decoded(line, f"line {n}")) for n, line in lines]
-    elif JSON_ARRAY.match(content_type):
+    elif JSON_MEDIA_TYPE.match(content_type):
         array = _decoded(body, "the body")
         if not isinstance(array, list):
             raise Unprocessable('a JSON body must be an array of passages, [{"content": …}, …]')
