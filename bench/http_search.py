@@ -1,7 +1,9 @@
 """Archival search over HTTP against its physical limit, measured in the same run on the same rows.
 
-Store: the LongMemEval_S dev slice, one agent per question (28 agents, 13,869 passages; LoCoMo-sized), ingested
-through ArchivalMemory.add() with vectors from --cache (see bench/retrieval.py; the first run embeds them all).
+Store (--set): the LongMemEval_S dev slice, one agent per question and its question (28 agents, 13,869 passages;
+long questions), or LoCoMo dev, one agent per conversation (5 agents, 2,760 one-line turns) and six of its
+questions each (short questions, the kind a chat product sends); ingested through ArchivalMemory.add() with
+vectors from --cache (see bench/retrieval.py; the first run embeds them all).
 1. Engram: `GET /v1/agents/{id}/archival?query=…&k=10` (hybrid) on `engram serve`, a real process on the same
    database with the default embedder — query embedding included. Sequential p50/p95 over every question x
    --repeats, then searches/s with 8 concurrent clients.
@@ -12,7 +14,7 @@ Printed: the figures and the ratios Engram / limit; then where Engram's time goe
 embedding alone, the raw query alone and the service's hybrid statement alone (same rows, same connection
 settings), and EXPLAIN ANALYZE of both statements for one question.
 
-    python -m bench.http_search --cache ~/.cache/engram-bench      # ~5 minutes once the cache is warm
+    python -m bench.http_search --cache ~/.cache/engram-bench-all [--set locomo]   # ~5 minutes, cache warm
 """
 
 import argparse
@@ -38,10 +40,11 @@ from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.explain import explain
 from bench.retrieval import ingest, start_database
-from bench.retrieval_sets import LONGMEMEVAL, Corpus, longmemeval
+from bench.retrieval_sets import Corpus, locomo, longmemeval
 from testkit.service_process import running_service
 
 CONCURRENCY = 8
+QUESTIONS_PER_CONVERSATION = 6  # LoCoMo: spread over each conversation's questions
 RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embedding <=> $2::vector LIMIT 10"
 RAW_SQL_NAMED = RAW_SQL.replace("$1", ":agent_id").replace("$2::vector", "CAST(:embedding AS vector)")
 
@@ -55,11 +58,17 @@ async def load(url: str, corpora: list[Corpus], embedder: E5Embedder, cache: Pat
     try:
         for corpus in corpora:
             stored = await ingest(sessions, cached, corpus, 128)
-            searches.append((str(stored.agent_id), corpus.questions[0].text))
+            searches += [(str(stored.agent_id), question) for question in _questions(corpus)]
         cached.save()
     finally:
         await engine.dispose()
     return searches
+
+
+def _questions(corpus: Corpus) -> list[str]:
+    """LongMemEval: the corpus's one question; LoCoMo: QUESTIONS_PER_CONVERSATION of them, evenly spread."""
+    step = max(len(corpus.questions) // QUESTIONS_PER_CONVERSATION, 1)
+    return [q.text for q in corpus.questions[::step][:QUESTIONS_PER_CONVERSATION]]
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -167,13 +176,13 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=LONGMEMEVAL)
+    parser.add_argument("--set", choices=("longmemeval", "locomo"), default="longmemeval")
     parser.add_argument("--cache", type=Path, required=True, help="the embedding cache of bench/retrieval.py")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     threads = available_cpus()
     embedder = E5Embedder(threads)
-    corpora = longmemeval(args.data).corpora
+    corpora = (longmemeval() if args.set == "longmemeval" else locomo()).corpora
     root = Path(tempfile.mkdtemp(prefix="engram-http-search-"))
     server, url = start_database(root, embedder.dim)
     try:
@@ -187,7 +196,10 @@ def main() -> None:
         server.cleanup()
     e50, e95 = percentiles(served["sequential"])
     r50, r95 = percentiles(raw["sequential"])
-    print(f"{len(searches)} agents, {len(served['sequential'])} searches per side, k=10, embedder threads {threads}")
+    print(
+        f"{args.set}: {len(corpora)} agents, {len(searches)} questions, {len(served['sequential'])} searches per side, "
+        f"k=10, embedder threads {threads}"
+    )
     print(f"{'':32} | {'p50 ms':>7} | {'p95 ms':>7} | searches/s x{CONCURRENCY}")
     print(f"{'Engram over HTTP (hybrid)':32} | {e50:7.1f} | {e95:7.1f} | {served['rate']:8.1f}")
     print(f"{'limit: embed + raw pgvector':32} | {r50:7.1f} | {r95:7.1f} | {raw['rate']:8.1f}")

@@ -43,11 +43,16 @@ GAUGES = {
 }
 
 
+# Histograms whose mean per tenth tells where a turn's time grows: label value -> (sum of seconds, count).
+TIMINGS = {"phase": "engram_turn_phase_seconds", "memory": "engram_search_seconds"}
+
+
 @dataclass
 class Sample:
     at: float
     turns: int
     gauges: dict[str, float]
+    timings: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,6 +71,16 @@ def read_gauges(metrics: str, data_dir: str) -> dict[str, float]:
         values[key] = float(match[1]) * scale if match else float("nan")
     values["pg_backends"] = float(_postgres_client_backends(data_dir))
     return values
+
+
+def read_timings(metrics: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of each turn phase and of each memory's searches, keyed "phase:recollect", "memory:messages"…"""
+    timings = {}
+    for label, name in TIMINGS.items():
+        sums = dict(re.findall(rf'^{name}_sum{{{label}="([^"]+)"}} (\S+)$', metrics, re.M))
+        counts = dict(re.findall(rf'^{name}_count{{{label}="([^"]+)"}} (\S+)$', metrics, re.M))
+        timings |= {f"{label}:{value}": (float(sums[value]), float(counts[value])) for value in sums if value in counts}
+    return timings
 
 
 def _postgres_client_backends(data_dir: str) -> int:
@@ -104,7 +119,7 @@ async def sampler(base: str, data_dir: str, run: Run, every: float, done: asynci
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         while True:
             metrics = (await client.get("/metrics")).text
-            run.samples.append(Sample(time.monotonic(), len(run.turns), read_gauges(metrics, data_dir)))
+            run.samples.append(Sample(time.monotonic(), len(run.turns), read_gauges(metrics, data_dir), read_timings(metrics)))
             try:
                 await asyncio.wait_for(done.wait(), every)
                 return
@@ -155,6 +170,7 @@ def report(run: Run, args: argparse.Namespace) -> None:
             f"{i + 1:>5} | {len(lat):>6} | {len(lat) / (edges[i + 1] - edges[i]):>7.2f} | {np.percentile(lat, 50):>7.1f} | "
             f"{np.percentile(lat, 95):>7.1f} | {gauges}"
         )
+    timing_table(run, edges)
     warm = edges[1]
     after_warmup = [s for s in run.samples if s.at >= warm]
     first, last = after_warmup[0].gauges, run.samples[-1].gauges
@@ -179,6 +195,22 @@ def report(run: Run, args: argparse.Namespace) -> None:
         "PostgreSQL backends flat": last["pg_backends"] <= first["pg_backends"] + 2,
     }
     print("  " + "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in verdict.items()))
+
+
+def timing_table(run: Run, edges: np.ndarray) -> None:
+    """Mean ms of each turn phase and of each memory's hybrid search, per tenth: where a turn's time grows."""
+    at_edges = [min(run.samples, key=lambda s: abs(s.at - edge)) for edge in edges]
+    keys = sorted({k for s in at_edges for k in s.timings})
+    print("\nmean ms per tenth: turn phases and hybrid searches (from /metrics)")
+    print(f"{'slice':>5} | " + " | ".join(f"{k.split(':')[1][:11]:>11}" for k in keys))
+    for i in range(len(edges) - 1):
+        before, after = at_edges[i].timings, at_edges[i + 1].timings
+        means = []
+        for key in keys:
+            seconds = after.get(key, (0, 0))[0] - before.get(key, (0, 0))[0]
+            count = after.get(key, (0, 0))[1] - before.get(key, (0, 0))[1]
+            means.append(f"{seconds / count * 1000 if count else float('nan'):>11.1f}")
+        print(f"{i + 1:>5} | " + " | ".join(means))
 
 
 def main() -> None:
