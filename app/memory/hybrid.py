@@ -47,9 +47,8 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 # Rows scored by BM25 at most (those with the best ts_rank): bounds the work for a term that matches everything.
 MAX_LEXICAL_MATCHES = 2000
-# Candidate rows are found through the rarer query terms only (see `probe`).
-PROBE_MIN_DF = 1000
-PROBE_DF_SHARE = 0.01
+# Candidate rows are found through the rarest query terms whose rows add up to about this many (see `probe`).
+PROBE_ROWS = 1000
 # Agents with fewer documents than this match query terms by checking their own rows rather than the GIN index.
 LEXICAL_SCAN_BELOW = 5_000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
@@ -188,15 +187,13 @@ df AS (
     SELECT term, df, ln(1 + ((SELECT n FROM stats) - df + 0.5) / (df + 0.5))::float8 AS idf FROM lexical_terms
     WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
 ), probe AS (
-    -- The terms that find the candidates: those in at most max({PROBE_MIN_DF:,}, {PROBE_DF_SHARE:.0%} of the agent's)
-    -- documents (so every term, for an agent under {PROBE_MIN_DF:,} documents), or else the rarest one. A row
-    -- holding only common terms carries little BM25, and such rows would be most of the work on a large agent;
-    -- the candidates are scored on every query term.
+    -- The terms that find the candidates: the rarest first, while the rows of those before stay under
+    -- {PROBE_ROWS:,} (so the rarest always, and every term while the agent is small). A row holding only common
+    -- terms carries little BM25, and as the agent grows such rows would be most of the work: this bounds it, whatever
+    -- the history. The candidates are scored on every query term.
     SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
-    FROM (
-        SELECT term FROM df WHERE df <= greatest({PROBE_MIN_DF}, {PROBE_DF_SHARE} * (SELECT n FROM stats))
-        UNION (SELECT term FROM df ORDER BY df, term LIMIT 1)
-    ) AS t
+    FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
+    WHERE rarer_rows < {PROBE_ROWS}
 ), matches AS (
 {matches}
 ), tf AS (

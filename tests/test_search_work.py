@@ -1,0 +1,43 @@
+"""What one search may cost as an agent's memory grows: the lexical candidates come from the rarest query terms
+while their rows stay within a budget (app/memory/hybrid.py PROBE_ROWS), so a query of common words does not make
+the search read most of a large agent's rows. Checked with the real statement, on a real PostgreSQL."""
+
+import uuid
+
+from fastapi.testclient import TestClient
+
+from app.memory import hybrid
+from app.memory.models import ArchivalPassage
+from app.settings import E5_DIM
+from tests.conftest import run_sql
+
+# Terms and how many passages hold each: the rarest three hold 1,500 rows, the fourth would make 2,400.
+DOCUMENT_FREQUENCIES = {"alpha": 300, "bravo": 500, "charli": 700, "delta": 900}
+
+
+def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
+    client: TestClient, agent: dict, database_url: str
+) -> None:
+    agent_id = uuid.UUID(agent["id"])
+    for term, count in DOCUMENT_FREQUENCIES.items():
+        run_sql(
+            database_url,
+            f"""
+            INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
+            SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
+            FROM (SELECT CAST(:term AS text) || ' note ' || i AS line FROM generate_series(1, {count}) AS i) AS lines""",
+            {"agent_id": agent_id, "term": term},
+        )
+    assert hybrid.PROBE_ROWS == 1000
+    sql, params = hybrid.search_statement(
+        ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=list(DOCUMENT_FREQUENCIES), k=10, mode="text"
+    )
+    # The statement's own CTEs, asked how many rows its lexical side matched.
+    matched = sql[: sql.index(", top AS (")] + "\nSELECT count(*) FROM matches"
+    # alpha, bravo (300 rarer rows) and charli (800) find candidates; delta (1,500 rarer rows) only scores them.
+    assert run_sql(database_url, matched, params) == [(1500,)]
+
+    found = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "alpha delta", "k": 5, "mode": "text"})
+    assert found.status_code == 200
+    # The rare term still ranks first: a row holding it is a candidate, and scored on every query term.
+    assert all(item["content"].startswith("alpha") for item in found.json()["items"])
