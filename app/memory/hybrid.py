@@ -122,9 +122,10 @@ pool AS (
 def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float) -> str:
     """A short row that follows a short question among the top REPLY_LEAD candidates (a reply: the first row the
     search admits among the agent's REPLY_WINDOW next in `sequence` order; both at most REPLY_MAX_TOKENS) gains
-    REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the question before it. Long lines stand on their own: an assistant's
-    long answer that ends with "How does that sound?" is not a question the next line answers. A reply outside the
-    candidates joins them, its own score computed as theirs were."""
+    REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the question before it.
+    Long lines stand on their own: an assistant's long answer that ends with "How does that sound?" is not a
+    question the next line answers. A reply outside the candidates joins them, its own score computed as theirs
+    were."""
     ordered = ", ".join(sequence)
     lead = ", ".join(f"q.{c} AS q_{c}" for c in sequence)
     after = ", ".join(f"l.q_{c}" for c in sequence)
