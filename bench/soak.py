@@ -6,7 +6,8 @@ agent (holding --passages archival passages), loop: one turn (`POST …/chat`, a
 one archival search. Every --every seconds the service's /metrics is read — resident memory, open files, asyncio
 tasks, pooled connections in use — and its PostgreSQL's client backends are counted.
 
-Printed: one row per tenth of the run (turns/s, turn p50/p95, the gauges at its end) and the verdict of issue 18:
+Printed: one row per tenth of the run (turns/s, turn p50/p95, the gauges at its end), the mean of each turn phase
+and of each memory's hybrid search per tenth (where the time grows), and the verdict of issue 18:
 after warm-up (the first tenth), RSS within +10 %, connections, open files and tasks flat, and the last minute's
 p95 turn latency within +20 % of the first minute after warm-up.
 
@@ -43,7 +44,7 @@ GAUGES = {
 }
 
 
-# Histograms whose mean per tenth tells where a turn's time grows: label value -> (sum of seconds, count).
+# Histograms (their label -> metric) whose mean per tenth tells where a turn's time grows.
 TIMINGS = {"phase": "engram_turn_phase_seconds", "memory": "engram_search_seconds"}
 
 
