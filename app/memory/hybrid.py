@@ -185,7 +185,7 @@ def _lexical(table: str, where: str, limit: int) -> str:
     return f"""
 df AS (
     -- float8 throughout: numeric arithmetic (what the literals would make it) costs microseconds a row
-    SELECT term, df, ln(1 + ((SELECT n FROM stats) - df + 0.5) / (df + 0.5))::float8 AS idf FROM lexical_terms
+    SELECT term, df, {_idf("(SELECT n FROM stats)", "df")} AS idf FROM lexical_terms
     WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
 ), probe AS (
     -- The terms that find the candidates: the rarest first, while the rows of those before stay under
@@ -213,11 +213,16 @@ df AS (
 ), bound AS (
     -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
     -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
-    SELECT sum(ln(1 + (stats.n - coalesce(df.df, 0) + 0.5) / (coalesce(df.df, 0) + 0.5))::float8) * {_float(BM25_K1 + 1)} AS value
+    SELECT sum(coalesce(df.idf, {_idf("stats.n", "0")})) * {_float(BM25_K1 + 1)} AS value
     FROM unnest(CAST(:terms AS text[])) AS q(term) LEFT JOIN df USING (term) CROSS JOIN stats
 ), lex AS (
     SELECT id FROM bm25 ORDER BY score DESC, id LIMIT {limit}
 )"""
+
+
+def _idf(docs: str, df: str) -> str:
+    """BM25's inverse document frequency of a term in `df` of `docs` documents (SQL expressions), as float8."""
+    return f"ln(1 + ({docs} - {df} + 0.5) / ({df} + 0.5))::float8"
 
 
 def _float(value: float) -> str:
