@@ -208,9 +208,9 @@ def timing_table(run: Run, edges: np.ndarray) -> None:
         before, after = at_edges[i].timings, at_edges[i + 1].timings
         means = []
         for key in keys:
-            seconds = after.get(key, (0, 0))[0] - before.get(key, (0, 0))[0]
-            count = after.get(key, (0, 0))[1] - before.get(key, (0, 0))[1]
-            means.append(f"{seconds / count * 1000 if count else float('nan'):>11.1f}")
+            (seconds_before, count_before), (seconds, count) = before.get(key, (0.0, 0.0)), after.get(key, (0.0, 0.0))
+            spent, done = seconds - seconds_before, count - count_before
+            means.append(f"{spent / done * 1000 if done else float('nan'):>11.1f}")
         print(f"{i + 1:>5} | " + " | ".join(means))
 
 
