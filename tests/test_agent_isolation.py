@@ -1,8 +1,9 @@
 """At 1,000 agents sharing the tables, an agent's search returns only its own rows — through both routes of the
-hybrid statement (exact scan / own-row text match for small agents, HNSW / GIN for large ones), with every other
-agent's rows as close to the query as its own."""
+hybrid statement's vector side (exact scan for small agents, HNSW for large ones), with every other agent's rows
+as close to the query as its own — and its text side reads only its own rows from the full-text index."""
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
 from app.memory import hybrid
+from app.memory.models import ArchivalPassage
 from app.memory.repository import PassageRepository
 from app.settings import E5_DIM
 from tests.conftest import create_database, run_sql
@@ -69,13 +71,27 @@ def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, in
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("route", ["small agents: exact scan, own-row text match", "large agents: HNSW, GIN"])
+@pytest.mark.parametrize("route", ["small agents: exact scan", "large agents: HNSW"])
 def test_search_never_returns_another_agents_rows(crowded_database: str, route: str, monkeypatch) -> None:
     if route.startswith("large"):
         monkeypatch.setattr(hybrid, "EXACT_SCAN_BELOW", 0)
-        monkeypatch.setattr(hybrid, "LEXICAL_SCAN_BELOW", 0)
     rows = run_sql(crowded_database, "SELECT id, split_part(name, ' ', 2) FROM agents WHERE name LIKE 'crowd %'")
     assert len(rows) == AGENTS
     foreign, short = foreign_hits(crowded_database, rows)
     assert foreign == 0
     assert short == 0  # each agent finds K of its own rows: the filter is not hiding a failed search
+
+
+def test_text_index_returns_only_the_agents_own_rows(crowded_database: str) -> None:
+    """ "shared" is in all 12,000 rows; the index, asked for the term and the agent, gives back the agent's 12."""
+    [(agent_id,)] = run_sql(crowded_database, "SELECT id FROM agents WHERE name = 'crowd 7'")
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[1.0] * E5_DIM, terms=["shared"], k=K, mode="text")
+    [(plan,)] = run_sql(crowded_database, f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+    [explained] = json.loads(plan) if isinstance(plan, str) else plan
+    text_scans = [node for node in _nodes(explained["Plan"]) if node.get("Index Name") == "ix_archival_passages_agent_tsv"]
+    assert [node["Actual Rows"] for node in text_scans] == [PASSAGES_PER_AGENT]
+
+
+def _nodes(node: dict) -> list[dict]:
+    """A plan node (EXPLAIN's JSON) and every node under it."""
+    return [node] + [below for child in node.get("Plans", []) for below in _nodes(child)]

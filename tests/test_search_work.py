@@ -41,3 +41,19 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
     assert found.status_code == 200
     # The rare term still ranks first: a row holding it is a candidate, and scored on every query term.
     assert all(item["content"].startswith("alpha") for item in found.json()["items"])
+
+
+def test_a_short_passage_stays_whole_in_its_row(client: TestClient, agent: dict, database_url: str) -> None:
+    """With its 1.5 kB vector, a few hundred characters of text pass PostgreSQL's default 2 kB threshold, which would
+    compress the text and its lexemes (every candidate's BM25 then reads them back); under 4 kB they stay as written."""
+    line = "We walked along the river to the old mill and talked about the summer. " * 8
+    created = client.post(f"/v1/agents/{agent['id']}/archival", json={"content": line})
+    assert created.status_code == 201
+    [(row_bytes, *compressed)] = run_sql(
+        database_url,
+        "SELECT pg_column_size(p.*), pg_column_compression(content), pg_column_compression(search_text),"
+        " pg_column_compression(tsv) FROM archival_passages p WHERE id = :id",
+        {"id": uuid.UUID(created.json()["id"])},
+    )
+    assert 2100 < row_bytes < 4080
+    assert compressed == [None, None, None]

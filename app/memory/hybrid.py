@@ -36,7 +36,7 @@ from sqlalchemy import Float, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.models import ArchivalPassage, Message
+from app.memory.models import AGENT_TSV_EXPRESSION, ArchivalPassage, Message
 from app.metrics import SEARCH_SECONDS
 from app.models_base import orm_attribute, table_of
 
@@ -49,8 +49,6 @@ BM25_B = 0.75
 MAX_LEXICAL_MATCHES = 2000
 # Candidate rows are found through the rarest query terms whose rows add up to about this many (see `probe`).
 PROBE_ROWS = 1000
-# Agents with fewer documents than this match query terms by checking their own rows rather than the GIN index.
-LEXICAL_SCAN_BELOW = 5_000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.5, "vector": 1.0, "text": 0.0}
 # A short reply to one of the REPLY_LEAD best-scoring short questions gains this share of the question's score.
@@ -171,17 +169,9 @@ stats AS (
 
 def _lexical(table: str, where: str, limit: int) -> str:
     """BM25 of the candidate rows (those holding one of the query's rarer terms, see `probe`), scored on every
-    query term, and the top `limit` of them. A small agent's rows are checked one by one (through the agent_id
-    index): the GIN index spans every agent, and in a table shared by many it returns mostly other agents' rows."""
-    probed = "ts_rank(tsv, probe.q) DESC"
-    matches = _by_agent_size(
-        f"SELECT id, search_text, token_count FROM {table}, probe WHERE {where} AND probe.q IS NOT NULL",
-        LEXICAL_SCAN_BELOW,
-        # `IS TRUE` makes the condition unindexable, so the planner keeps to the agent's rows
-        small=("(tsv @@ probe.q) IS TRUE", probed),
-        large=("tsv @@ probe.q", probed),
-        limit=MAX_LEXICAL_MATCHES if limit else 0,
-    )
+    query term, and the top `limit` of them. The candidates come from the full-text index, asked for the terms AND
+    the agent (AGENT_TSV_EXPRESSION): GIN intersects the posting lists, so only the agent's own rows are read, in a
+    table of one agent or of thousands, and never more of them than the probe's terms hold."""
     return f"""
 df AS (
     -- float8 throughout: numeric arithmetic (what the literals would make it) costs microseconds a row
@@ -192,11 +182,17 @@ df AS (
     -- {PROBE_ROWS:,} (so the rarest always, and every term while the agent is small). A row holding only common
     -- terms carries little BM25, and as the agent grows such rows would be most of the work: this bounds it, whatever
     -- the history. The candidates are scored on every query term.
-    SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
-    FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
-    WHERE rarer_rows < {PROBE_ROWS}
+    SELECT q, q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery AS in_agent
+    FROM (
+        SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
+        FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
+        WHERE rarer_rows < {PROBE_ROWS}
+    ) AS terms
 ), matches AS (
-{matches}
+    SELECT id, search_text, token_count FROM {table}, probe
+    WHERE {where} AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
+    ORDER BY ts_rank(tsv, probe.q) DESC
+    LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
 ), tf AS (
     -- each row's length comes along: joining `matches` again would scan it once per term occurrence
     SELECT m.id, m.token_count, w.term, count(*) AS tf

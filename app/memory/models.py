@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.engine.default import DefaultExecutionContext
@@ -28,6 +29,9 @@ from app.models_base import agent_fk, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
+# What the full-text index holds: a row's lexemes and one for its agent (with a space, which no query token has), so
+# that a search for (terms AND agent) gets only the agent's rows from the index (migration 0010, app/memory/hybrid.py).
+AGENT_TSV_EXPRESSION = "(tsv || array_to_tsvector(ARRAY['agent ' || agent_id::text]))"
 
 
 def _when_stored(context: DefaultExecutionContext) -> Any:
@@ -78,7 +82,12 @@ class ArchivalPassage(SQLModel, table=True):
             postgresql_using="hnsw",
             postgresql_ops={"embedding": "vector_cosine_ops"},
         ),
-        Index("ix_archival_passages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
+        Index(
+            "ix_archival_passages_agent_tsv",
+            text(AGENT_TSV_EXPRESSION),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
         Index("ix_archival_passages_agent_occurred", "agent_id", "occurred_at"),
         Index("ix_archival_passages_superseded_by", "superseded_by", postgresql_where="superseded_by IS NOT NULL"),
@@ -109,7 +118,7 @@ class Message(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_agent_seq", "agent_id", "seq"),
-        Index("ix_messages_tsv", "tsv", postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
+        Index("ix_messages_agent_tsv", text(AGENT_TSV_EXPRESSION), postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index("ix_messages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
         Index(
             "ux_messages_agent_external_id", "agent_id", "external_id", unique=True, postgresql_where="external_id IS NOT NULL"
