@@ -59,6 +59,7 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_delay = 0.0  # seconds each /v1/embeddings request takes (a slow embedding service)
+        self.embedding_refusals: dict[str, int] = {}  # a marker -> the status of any request with an input holding it
         self._lock = threading.Lock()
         self.app = self._build()
         self.port = free_port()
@@ -139,6 +140,12 @@ class ScriptedLLM:
                 self.embedding_requests.append(body)
             if self.embedding_delay:
                 await asyncio.sleep(self.embedding_delay)
+            for marker, status in list(self.embedding_refusals.items()):
+                if any(marker in text for text in inputs):
+                    return JSONResponse(
+                        {"error": {"message": f"scripted refusal of {marker}", "type": "invalid_request_error"}},
+                        status_code=status,
+                    )
             data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(inputs)]
             return JSONResponse(
                 {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}}

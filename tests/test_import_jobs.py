@@ -1,6 +1,7 @@
 """Bulk imports as jobs (POST …/archival/import): progress, cancel, resume after a killed process with no item
 stored twice, the formats and their errors, the batch's 413 that points to the job, and `engram import-passages`."""
 
+import asyncio
 import os
 import signal
 import time
@@ -11,7 +12,17 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import func, update
+from sqlmodel import select
 
+from app import db
+from app.agents.models import Agent
+from app.auth.models import DEFAULT_TENANT_ID
+from app.llm.embeddings import build_embedder
+from app.memory import imports
+from app.memory.imports import ImportWorker, create_job
+from app.memory.models import ImportJob
+from app.memory.schemas import PassageCreate
 from app.settings import Settings
 from testkit.bulk import JSON_LINES, json_lines
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
@@ -34,7 +45,7 @@ def wait_for(api: httpx.Client | TestClient, path: str, until: Any, timeout: flo
 
 
 def ended(job: dict[str, Any]) -> bool:
-    return job["status"] in ("done", "cancelled")
+    return job["status"] in ("done", "cancelled", "failed")
 
 
 def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent: dict, settings: Settings) -> None:
@@ -184,3 +195,99 @@ def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_serv
     assert (job["status"], job["done"], job["total"], job["duplicates"]) == ("done", total, total, 0)
     [(passages, distinct)] = run_sql(url, "SELECT count(*), count(DISTINCT content) FROM archival_passages")
     assert passages == distinct == total
+
+
+def test_a_failing_job_waits_without_holding_up_others_and_a_refused_item_ends_it(postgres_server: object) -> None:
+    """An embedding endpoint that fails a slice (503) makes its job wait and try again, while a later job runs; one
+    that refuses an item (400) ends its job `failed` at that item, every item before it stored."""
+    embeddings = ScriptedLLM().start()
+    embeddings.embedding_refusals = {"FLAKY": 503, "REFUSED": 400}
+    url = create_database(postgres_server, f"engram_imports_{uuid.uuid4().hex[:8]}")
+    env = {
+        "DATABASE_URL": url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
+        "ENGRAM_EMBEDDING_PROVIDER": "openai",
+        "ENGRAM_EMBEDDING_BASE_URL": embeddings.url,
+        "ENGRAM_EMBEDDING_MODEL": "hashed",
+        "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
+    }
+    process, base = start_service(env)
+    try:
+        with httpx.Client(base_url=base, timeout=30) as api:
+            agent = api.post("/v1/agents", json={"name": "importer"}).json()
+            jobs = f"/v1/agents/{agent['id']}/archival/import"
+            flaky = api.post(jobs, json=[*facts(40, "early"), {"content": "FLAKY note"}]).headers["location"]
+            waiting = wait_for(api, flaky, lambda j: j["error"] is not None)
+            later = wait_for(api, api.post(jobs, json=facts(10, "later")).headers["location"], ended)
+            assert later["status"] == "done" and later["done"] == 10
+            waiting = api.get(flaky).json()
+            assert (waiting["status"], waiting["done"]) == ("running", 32)  # the first slice stored, the second waits
+            assert "503" in waiting["error"]
+
+            embeddings.embedding_refusals.pop("FLAKY")  # the endpoint recovers: the job goes on from where it was
+            resumed = wait_for(api, flaky, ended, timeout=60)
+            assert (resumed["status"], resumed["done"], resumed["error"]) == ("done", 41, None)
+
+            refused = api.post(jobs, json=[*facts(40, "kept"), {"content": "REFUSED note"}, *facts(5, "after")])
+            failed = wait_for(api, refused.headers["location"], ended)
+    finally:
+        stop_service(process)
+        embeddings.stop()
+    # The refused slice (items 32-45) went again one at a time: 32-39 stored, item 40 refused on its own.
+    assert (failed["status"], failed["done"], failed["total"]) == ("failed", 40, 46)
+    assert "at item 40" in failed["error"] and "400" in failed["error"]
+    [(kept,)] = run_sql(url, "SELECT count(*) FROM archival_passages WHERE content LIKE 'kept %'")
+    assert kept == 40
+    assert run_sql(url, "SELECT count(*) FROM import_items") == [(0,)]
+
+
+def test_a_job_that_keeps_failing_waits_longer_each_time_then_fails(postgres_server: object) -> None:
+    """Each failure in a row doubles the wait before the next attempt (RETRY_SECONDS, 2x, 4x…); the worker does not
+    run the job before then; after MAX_ATTEMPTS the job ends `failed` and its items are dropped."""
+    embeddings = ScriptedLLM().start()
+    embeddings.embedding_refusals = {"": 503}  # every request: the endpoint is down
+    url = create_database(postgres_server, f"engram_imports_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, EMBEDDING_DIM)
+    settings = Settings(
+        database_url=url,
+        openai_api_key="t",
+        llm_max_retries=0,
+        embedding_provider="openai",
+        embedding_base_url=embeddings.url,
+        embedding_model="hashed",
+        embedding_dim=EMBEDDING_DIM,
+    )
+
+    async def run() -> list[tuple[str, int, float | None, bool]]:
+        engine = db.create_engine(url)
+        sessions = db.session_factory(engine)
+        worker = ImportWorker(engine, sessions, build_embedder(settings))
+        seen = []
+        try:
+            async with db.transaction(sessions) as session:
+                agent = Agent(tenant_id=DEFAULT_TENANT_ID, name="importer")
+                session.add(agent)
+                await session.flush()
+                await create_job(session, agent.id, [PassageCreate(content="a note")])
+            for _ in range(imports.MAX_ATTEMPTS):
+                ran = await worker.run_next()
+                again = await worker.run_next()  # the job waits: nothing to run
+                async with sessions() as session:
+                    job = (await session.exec(select(ImportJob))).one()
+                    wait = (job.retry_at - job.updated_at).total_seconds() if job.retry_at else None
+                    seen.append((job.status, job.attempts, wait, ran and not again))
+                    await session.execute(update(ImportJob).values(retry_at=func.now()))  # due now
+                    await session.commit()
+        finally:
+            await engine.dispose()
+        return seen
+
+    try:
+        seen = asyncio.run(run())
+    finally:
+        embeddings.stop()
+    waits = [imports.RETRY_SECONDS * 2**n for n in range(imports.MAX_ATTEMPTS - 1)]
+    assert seen[:-1] == [("running", n + 1, wait, True) for n, wait in enumerate(waits)]
+    assert seen[-1] == ("failed", imports.MAX_ATTEMPTS, None, True)
+    assert run_sql(url, "SELECT count(*) FROM import_items") == [(0,)]

@@ -155,6 +155,8 @@ def _import_passages(args: argparse.Namespace) -> None:
     duplicates = f", {job['duplicates']} near-duplicates of stored passages kept once" if job["duplicates"] else ""
     console.print(Text(f"import job {job['id']}: {job['status']}, {job['done']} of {job['total']} passages{duplicates}", "bold"))
     if job["status"] != "done":
+        if job["error"]:
+            console.print(Text(job["error"], "red"))
         raise SystemExit(1)
 
 

@@ -182,7 +182,8 @@ df AS (
     -- {PROBE_ROWS:,} (so the rarest always, and every term while the agent is small). A row holding only common
     -- terms carries little BM25, and as the agent grows such rows would be most of the work: this bounds it, whatever
     -- the history. The candidates are scored on every query term.
-    SELECT q, q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery AS in_agent
+    -- (an empty q would leave the agent alone in the AND, matching all its rows)
+    SELECT q, CASE WHEN numnode(q) > 0 THEN q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery END AS in_agent
     FROM (
         SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
         FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t

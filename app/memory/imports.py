@@ -5,7 +5,13 @@ A job is run by whichever process holds its advisory lock (one per job, on a con
 process dies), so a job left `running` by a killed process is taken up again by the next start or by another
 replica. Every slice is stored in one transaction that also deletes its items and counts them done: a crash loses at
 most the slice in flight, which is stored again from the start, and no item is ever stored twice. The slice's
-vectors are computed before that transaction, so a cancel waits for one database write, not for the embedder."""
+vectors are computed before that transaction, so a cancel waits for one database write, not for the embedder.
+
+A slice that fails (the embedder or the database) is tried again later, RETRY_SECONDS after the first failure and
+twice as long after each next one, while the worker goes on with the other jobs; after MAX_ATTEMPTS failures in a
+row the job ends `failed`: what was stored stays, and `error` says from which item on nothing was. A slice the
+embedding endpoint refuses (400, 413, 422) is sent again one item at a time, and the job fails at the item refused
+on its own (an endpoint that refused the request's size alone lets every item through)."""
 
 import asyncio
 import logging
@@ -13,16 +19,16 @@ import uuid
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, text
+from sqlalchemy import delete, func, insert, or_, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import transaction
 from app.errors import NotFound
-from app.llm.embeddings import Embedder
+from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.memory.models import ImportItem, ImportJob
 from app.memory.schemas import ImportJobRead, PassageCreate
 from app.memory.service import ArchivalMemory, NewPassage
@@ -33,6 +39,8 @@ PENDING = ("queued", "running")
 SLICE = 32  # items embedded, then stored in one transaction (queries never wait for it: their own embedder lane)
 INSERT_CHUNK = 5000  # items per INSERT when a job is created
 POLL_SECONDS = 5.0  # how often an idle worker looks for jobs left by stopped processes or given to another replica
+RETRY_SECONDS = 5.0  # the wait after a job's first failure, doubled after each next one in a row
+MAX_ATTEMPTS = 8  # failures in a row (~10 minutes of waits) before the job ends `failed`
 
 
 async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence[PassageCreate]) -> ImportJob:
@@ -118,18 +126,24 @@ class ImportWorker:
             try:
                 while await self.run_next():
                     pass
-            except Exception:  # the database or the embedder failed: the job stays pending and is tried again
-                log.warning("import job failed; retrying in %.0f s", poll_seconds, exc_info=True)
+            except Exception:  # the database failed: jobs stay pending and are looked for again
+                log.warning("import jobs: database error; looking again in %.0f s", poll_seconds, exc_info=True)
             with suppress(TimeoutError):
                 async with asyncio.timeout(poll_seconds):
                     await self._wake.wait()
             self._wake.clear()
 
     async def run_next(self) -> bool:
-        """Run one pending job that no process is running; False when there is none."""
+        """Run one pending job that no process is running and that is not waiting to retry; False when there is
+        none. A failure is recorded on the job (which then waits), not raised, unless it cannot be recorded."""
         async with self.sessions() as session:
             pending = await session.exec(
-                select(ImportJob.id).where(col(ImportJob.status).in_(PENDING)).order_by(col(ImportJob.created_at))
+                select(ImportJob.id)
+                .where(
+                    col(ImportJob.status).in_(PENDING),
+                    or_(col(ImportJob.retry_at).is_(None), col(ImportJob.retry_at) <= func.now()),
+                )
+                .order_by(col(ImportJob.created_at))
             )
             job_ids = list(pending.all())
         for job_id in job_ids:
@@ -141,6 +155,9 @@ class ImportWorker:
                     continue  # another process runs it
                 try:
                     await self._work(job_id)
+                except Exception as exc:
+                    if not await self._record_failure(job_id, exc):
+                        raise  # the database itself: the worker waits a poll, then looks again
                 finally:
                     try:
                         await conn.execute(text("SELECT pg_advisory_unlock(:k)"), key)
@@ -154,17 +171,22 @@ class ImportWorker:
     async def _work(self, job_id: uuid.UUID) -> None:
         async with transaction(self.sessions) as session:
             job = await session.get(ImportJob, job_id, with_for_update=True)
-            if job is None or job.status not in PENDING:
-                return
+            if job is None or job.status not in PENDING or (job.retry_at is not None and job.retry_at > utcnow()):
+                return  # ended, or its failure was recorded (by another process) since the worker listed it
             job.status, job.run_started_at, job.run_started_done = "running", utcnow(), job.done
-        while items := await self._next_slice(job_id):
+        stored_through = one_by_one_through = -1  # positions
+        while items := await self._next_slice(job_id, 1 if stored_through < one_by_one_through else SLICE):
             try:
                 vectors = await self.embedder.embed_passages([item.passage.content for item in items])
-            except Exception as exc:
-                await self._record_error(job_id, exc)
-                raise
+            except EmbeddingRefused:
+                if len(items) == 1:
+                    raise  # this item: the job fails here, the items before it stored
+                # Which item? The refused slice again, one item at a time (an endpoint may refuse the request's size).
+                one_by_one_through = items[-1].position
+                continue
             if not await self._store(job_id, items, vectors):
                 return  # cancelled, or its agent deleted
+            stored_through = items[-1].position
         async with transaction(self.sessions) as session:
             job = await session.get(ImportJob, job_id, with_for_update=True)
             if job is not None and job.status == "running":
@@ -172,10 +194,10 @@ class ImportWorker:
                 job.updated_at = job.finished_at
                 log.info("import job %s done: %d items, %d near-duplicates", job_id, job.total, job.duplicates)
 
-    async def _next_slice(self, job_id: uuid.UUID) -> list[_Item]:
+    async def _next_slice(self, job_id: uuid.UUID, size: int) -> list[_Item]:
         async with self.sessions() as session:
             rows = await session.exec(
-                select(ImportItem).where(col(ImportItem.job_id) == job_id).order_by(col(ImportItem.position)).limit(SLICE)
+                select(ImportItem).where(col(ImportItem.job_id) == job_id).order_by(col(ImportItem.position)).limit(size)
             )
             return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at)) for r in rows.all()]
 
@@ -194,12 +216,31 @@ class ImportWorker:
             )
             job.done += len(items)
             job.duplicates += sum(s.duplicate for s in stored)
-            job.updated_at, job.error = utcnow(), None
+            job.updated_at, job.error, job.attempts, job.retry_at = utcnow(), None, 0, None
         return True
 
-    async def _record_error(self, job_id: uuid.UUID, exc: Exception) -> None:
-        with suppress(Exception):  # the database may be what failed
+    async def _record_failure(self, job_id: uuid.UUID, exc: Exception) -> bool:
+        """The job waits before its next attempt, or fails; False if that could not be stored."""
+        error = f"{type(exc).__name__}: {exc}"
+        try:
             async with transaction(self.sessions) as session:
                 job = await session.get(ImportJob, job_id, with_for_update=True)
-                if job is not None:
-                    job.error, job.updated_at = f"{type(exc).__name__}: {exc}", utcnow()
+                if job is None or job.status not in PENDING:
+                    return True
+                job.attempts += 1
+                job.updated_at = utcnow()
+                if isinstance(exc, EmbeddingRefused) or job.attempts >= MAX_ATTEMPTS:
+                    job.status, job.finished_at, job.retry_at = "failed", job.updated_at, None
+                    job.error = (
+                        f"stopped at item {job.done} (attempt {job.attempts}); items from there on were not stored: {error}"
+                    )
+                    await session.execute(delete(ImportItem).where(col(ImportItem.job_id) == job_id))
+                    log.warning("import job %s failed: %s", job_id, job.error)
+                else:
+                    wait = RETRY_SECONDS * 2 ** (job.attempts - 1)
+                    job.error, job.retry_at = error, job.updated_at + timedelta(seconds=wait)
+                    log.warning("import job %s: attempt %d failed, next in %.0f s: %s", job_id, job.attempts, wait, error)
+        except Exception:
+            log.warning("import job %s: could not record its failure", job_id, exc_info=True)
+            return False
+        return True

@@ -168,11 +168,13 @@ class ImportJob(SQLModel, table=True):
 
     id: uuid.UUID = id_field()
     agent_id: uuid.UUID = agent_fk()
-    status: str = Field(default="queued", sa_column=Column(Text, nullable=False))  # queued|running|done|cancelled
+    status: str = Field(default="queued", sa_column=Column(Text, nullable=False))  # queued|running|done|cancelled|failed
     total: int
     done: int = 0  # items stored, near-duplicates of stored passages included
     duplicates: int = 0  # of them, near-duplicates: the stored passage was kept, none added
-    error: str | None = Field(default=None, sa_column=Column(Text))  # the last failure, retried until the job ends
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the last failure (see app/memory/imports.py)
+    attempts: int = 0  # failures in a row; a stored slice resets it
+    retry_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))  # not run before then
     created_at: datetime = timestamp_field()
     updated_at: datetime = timestamp_field()
     finished_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))

@@ -174,15 +174,16 @@ class MessageRead(ReadModel):
 class ImportJobRead(ReadModel):
     id: uuid.UUID
     agent_id: uuid.UUID
-    status: Literal["queued", "running", "done", "cancelled"] = Field(
-        description="queued, running (also while it waits to resume after a restart), done or cancelled"
+    status: Literal["queued", "running", "done", "cancelled", "failed"] = Field(
+        description="queued, running (also while it waits to resume after a restart or to retry after a failure), done, "
+        "cancelled, or failed (the embedder refused an item, or the same slice failed again and again; see `error`)"
     )
     total: int = Field(description="items in the import")
     done: int = Field(description="items stored so far (near-duplicates of stored passages included)")
     duplicates: int = Field(description="of them, near-duplicates of a stored passage: kept once, not stored again")
     rate_per_second: float | None = Field(description="items stored per second by the current run; null before it stores any")
     eta_seconds: float | None = Field(description="seconds left at that rate; null without a rate or once finished")
-    error: str | None = Field(description="the last failure, if any (the job retries until it ends)")
+    error: str | None = Field(description="the last failure, if any: retried with growing waits, until the job fails")
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None

@@ -22,6 +22,10 @@ class EmbeddingError(ServiceUnavailable):
     code = "embedding_unavailable"
 
 
+class EmbeddingRefused(EmbeddingError):
+    """The embedding endpoint refused the input itself (400, 413, 422): sending it again cannot succeed."""
+
+
 class Embedder(Protocol):
     model: str  # stored with every vector: vectors of different models are never compared
     dim: int

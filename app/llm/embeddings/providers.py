@@ -5,15 +5,19 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from openai import AsyncOpenAI, OpenAIError
+from openai import APIStatusError, AsyncOpenAI, OpenAIError
 
 from app.llm.embeddings.base import (
     MAX_EMBED_CHARS,
     Embedder,
     EmbeddingError,
+    EmbeddingRefused,
     LocalModelEmbedder,
 )
 from app.settings import E5_MODEL, Settings
+
+# Answers of an embedding endpoint that refuse the input itself (others — rate limits, bad keys, outages — may pass).
+REFUSED_INPUT = frozenset({400, 413, 422})
 
 
 class E5Embedder(LocalModelEmbedder):
@@ -94,6 +98,9 @@ class OpenAIEmbedder:
     async def _embed(self, batch: list[str]) -> list[list[float]]:
         try:
             response = await self._client.embeddings.create(model=self.model, input=batch)
+        except APIStatusError as exc:
+            refused = exc.status_code in REFUSED_INPUT
+            raise (EmbeddingRefused if refused else EmbeddingError)(f"embedding endpoint failed: {exc}") from exc
         except OpenAIError as exc:
             raise EmbeddingError(f"embedding endpoint failed: {exc}") from exc
         vectors = [d.embedding for d in sorted(response.data, key=lambda d: d.index)]
