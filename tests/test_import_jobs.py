@@ -44,6 +44,18 @@ def wait_for(api: httpx.Client | TestClient, path: str, until: Any, timeout: flo
         time.sleep(0.1)
 
 
+def service_env(database_url: str, embeddings: ScriptedLLM) -> dict[str, str]:
+    """`engram serve` on this database, embedding through the scripted endpoint (fast, and it can be made to fail)."""
+    return {
+        "DATABASE_URL": database_url,
+        "OPENAI_API_KEY": "t",
+        "ENGRAM_EMBEDDING_PROVIDER": "openai",
+        "ENGRAM_EMBEDDING_BASE_URL": embeddings.url,
+        "ENGRAM_EMBEDDING_MODEL": "hashed",
+        "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
+    }
+
+
 def ended(job: dict[str, Any]) -> bool:
     return job["status"] in ("done", "cancelled", "failed")
 
@@ -165,14 +177,7 @@ def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_serv
     embeddings = ScriptedLLM().start()
     embeddings.embedding_delay = 0.3  # per slice of 32 items
     url = create_database(postgres_server, f"engram_imports_{uuid.uuid4().hex[:8]}")
-    env = {
-        "DATABASE_URL": url,
-        "OPENAI_API_KEY": "t",
-        "ENGRAM_EMBEDDING_PROVIDER": "openai",
-        "ENGRAM_EMBEDDING_BASE_URL": embeddings.url,
-        "ENGRAM_EMBEDDING_MODEL": "hashed",
-        "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
-    }
+    env = service_env(url, embeddings)
     total = 320
     process, base = start_service(env)
     try:
@@ -203,15 +208,7 @@ def test_a_failing_job_waits_without_holding_up_others_and_a_refused_item_ends_i
     embeddings = ScriptedLLM().start()
     embeddings.embedding_refusals = {"FLAKY": 503, "REFUSED": 400}
     url = create_database(postgres_server, f"engram_imports_{uuid.uuid4().hex[:8]}")
-    env = {
-        "DATABASE_URL": url,
-        "OPENAI_API_KEY": "t",
-        "ENGRAM_LLM_MAX_RETRIES": "0",
-        "ENGRAM_EMBEDDING_PROVIDER": "openai",
-        "ENGRAM_EMBEDDING_BASE_URL": embeddings.url,
-        "ENGRAM_EMBEDDING_MODEL": "hashed",
-        "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
-    }
+    env = service_env(url, embeddings) | {"ENGRAM_LLM_MAX_RETRIES": "0"}
     process, base = start_service(env)
     try:
         with httpx.Client(base_url=base, timeout=30) as api:
