@@ -11,7 +11,7 @@ as a user would store them), each with questions whose evidence is a set of pass
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -112,4 +112,24 @@ def japanese(path: Path = JAPANESE, limit: int | None = None) -> RetrievalSet:
     return RetrievalSet("Japanese", [corpus])
 
 
-SETS = {"longmemeval": longmemeval, "locomo": locomo, "japanese": japanese}
+def one_agent(retrieval_set: RetrievalSet) -> RetrievalSet:
+    """Every corpus of a set in one agent's memory: each question searches the others' turns too (a large agent:
+    what the statement's row budgets, PROBE_ROWS and MAX_LEXICAL_MATCHES, may cost in ranking)."""
+    passages: list[str] = []
+    questions: list[Question] = []
+    dates: list[datetime] = []
+    for corpus in retrieval_set.corpora:
+        offset = len(passages)
+        questions += [replace(q, evidence=frozenset(offset + e for e in q.evidence)) for q in corpus.questions]
+        passages += corpus.passages
+        dates += corpus.dates or []
+    merged = Corpus(f"{retrieval_set.name} in one agent", passages, questions, dates if len(dates) == len(passages) else None)
+    return RetrievalSet(f"{retrieval_set.name}, one agent", [merged])
+
+
+SETS = {
+    "longmemeval": longmemeval,
+    "locomo": locomo,
+    "japanese": japanese,
+    "longmemeval-one-agent": lambda limit=None: one_agent(longmemeval(limit=limit)),
+}
