@@ -34,7 +34,7 @@ from app.memory import recollection
 from app.settings import Settings
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval import start_database
-from bench.retrieval_sets import SETS, RetrievalSet
+from bench.retrieval_sets import DEFAULT_SETS, SETS, RetrievalSet
 from testkit.bulk import import_passages
 from testkit.scripted_llm import ScriptedLLM, call, tools
 
@@ -137,7 +137,7 @@ def chat_path(client: TestClient, llm: ScriptedLLM, agents: dict[str, str], sets
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=DEFAULT_SETS)
     parser.add_argument("--limit", type=int, help="only the first N corpora of each set")
     parser.add_argument("--cache", type=Path, help="embeddings kept across runs (bench/embedding_cache.py)")
     parser.add_argument("--no-sweep", action="store_true", help="only the chat path")

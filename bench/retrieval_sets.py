@@ -133,3 +133,4 @@ SETS = {
     "japanese": japanese,
     "longmemeval-one-agent": lambda limit=None: one_agent(longmemeval(limit=limit)),
 }
+DEFAULT_SETS = ["longmemeval", "locomo", "japanese"]
