@@ -73,26 +73,16 @@ class Hit:
 def _nearest(table: str, where: str, limit: int) -> str:
     """The top `limit` rows by cosine distance to the query: an exact scan of the agent's rows (through its
     agent_id index) while the agent is small, the HNSW index beyond. A filtered HNSW scan of a table shared by many
-    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent."""
+    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent.
+    Only one branch runs: the document count (kept on write) is a one-time filter, so the other is never scanned."""
     nearest = "embedding <=> CAST(:embedding AS vector)"
-    branches = _by_agent_size(
-        f"SELECT id FROM {table} WHERE {where} AND embedding IS NOT NULL",
-        EXACT_SCAN_BELOW,
-        # not the indexed expression, so the planner cannot take the HNSW index
-        small=("true", f"({nearest}) + 0"),
-        large=("true", nearest),
-        limit=limit,
+    # small agents order by what is not the indexed expression, so the planner cannot take the HNSW index
+    branches = "\n    UNION ALL\n".join(
+        f"    (SELECT id FROM {table} WHERE {where} AND embedding IS NOT NULL\n"
+        f"     AND (SELECT n FROM stats) {size} {EXACT_SCAN_BELOW}\n     ORDER BY {order}\n     LIMIT {limit})"
+        for size, order in (("<", f"({nearest}) + 0"), (">=", nearest))
     )
     return f"\nvec AS (\n{branches}\n)"
-
-
-def _by_agent_size(select: str, below: int, *, small: tuple[str, str], large: tuple[str, str], limit: int) -> str:
-    """One subquery in two versions, (condition, order) for agents under `below` documents and from there on.
-    Only one branch runs: the document count (kept on write) is a one-time filter, so the other is never scanned."""
-    return "\n    UNION ALL\n".join(
-        f"    ({select}\n     AND (SELECT n FROM stats) {op} {below} AND {condition}\n     ORDER BY {order}\n     LIMIT {limit})"
-        for op, (condition, order) in (("<", small), (">=", large))
-    )
 
 
 def _fused(table: str, vector_weight: float) -> str:
