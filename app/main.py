@@ -29,6 +29,7 @@ from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
+from app.memory import agent_indexes
 from app.memory.imports import ImportWorker
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE, metrics_endpoint
 from app.observability import RequestContextMiddleware
@@ -74,6 +75,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     services = TurnServices(engine, sessions, embedder, llm, Broadcast(hub, origin), settings)
     runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
+    indexer = asyncio.create_task(agent_indexes.maintain(engine), name="engram-agent-indexes")
     streams = TurnStreams(runner, passes, turn_tasks, hub)
     imports = ImportWorker(engine, sessions, embedder)
     imports.start()
@@ -92,6 +94,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         await turn_tasks.shutdown(max(drain.remaining() - LIFESPAN_RESERVE_SECONDS, 0.0))
         await passes.shutdown()
         sweeper.cancel()
+        indexer.cancel()  # a build cut short leaves an invalid index, built again by the next round
         await relay.stop()
 
 

@@ -40,6 +40,7 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
+from app.memory import agent_indexes
 from app.memory.service import CURRENT, ArchivalMemory, NewPassage, Validity
 from app.settings import Settings
 from bench import design_sweep, fusion_replica
@@ -100,6 +101,8 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, da
                     ids.append(s.passage.id)
                     turns.append([])
                 turns[position[s.passage.id]].append(start + offset)
+    async with sessions() as session:  # a large agent's own vector index, as the service's background round builds it
+        await agent_indexes.maintain_once(session.bind)
     async with sessions() as session:  # the stored vectors, as the baselines' input
         rows = (
             await session.execute(

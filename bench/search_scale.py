@@ -7,8 +7,8 @@ Two layouts, each in a fresh embedded PostgreSQL:
 Passages are synthetic: unit vectors clustered around 1,000 topics (--uniform: uniform on the sphere, a worst
 case for any approximate index), and 40 lexical tokens drawn from a Zipf law over a 20,000-word
 vocabulary whose 100 most frequent words are left out (stop words never reach `search_text`). They are written
-with multi-row INSERTs with the HNSW index dropped, which is then rebuilt once (its build time is printed); the
-embedder is not what is measured here (bench/ingest.py measures ingest). Searches go through
+with multi-row INSERTs; then the agents large enough get their own HNSW index (agent_indexes.maintain_once, what the
+service runs in the background; build time and size printed); the embedder is not what is measured here (bench/ingest.py measures ingest). Searches go through
 PassageRepository.hybrid_search, the code the service runs, query embedding excluded: 30 random queries per mode
 (5 Zipf terms each) after a warm-up. Printed: p50/p95 per mode (the vector leg also at hnsw.ef_search 40, 100, 200),
 EXPLAIN ANALYZE of one hybrid search per agent (planning, execution, the costliest plan nodes), and the overlap of the vector leg's top 10 with the
@@ -37,6 +37,7 @@ from sqlalchemy import text
 from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
+from app.memory import agent_indexes
 from app.memory.hybrid import search_statement
 from app.memory.models import ArchivalPassage
 from app.memory.repository import PassageRepository
@@ -51,7 +52,6 @@ TERMS_PER_QUERY = 5
 QUERIES = 30
 INSERT_BATCH = 2000
 MODES = ("vector", "text", "hybrid")
-VECTOR_INDEX = "ix_archival_passages_embedding"
 TOPICS = 1000
 UNIFORM = "--uniform" in sys.argv
 EF_SEARCH = (40, 100, 200)  # vector leg only: pgvector's default, and higher
@@ -178,26 +178,23 @@ def _statistics_migration() -> ModuleType:
     return module
 
 
-async def drop_vector_index(sessions) -> str:
-    """Drop the HNSW index before a bulk load; returns its definition."""
-    async with db.transaction(sessions) as session:
-        conn = await session.connection()
-        definition = (
-            await conn.execute(text("SELECT indexdef FROM pg_indexes WHERE indexname = :n"), {"n": VECTOR_INDEX})
+async def build_own_indexes(engine) -> float:
+    """What the service's background round does, once; the seconds it took."""
+    started = time.perf_counter()
+    built = await agent_indexes.maintain_once(engine)
+    seconds = time.perf_counter() - started
+    async with engine.connect() as conn:
+        size = (
+            await conn.execute(
+                text(
+                    "SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c WHERE c.relname ~ '^ix_archival_passages_agent_[0-9a-f]{32}$'"
+                )
+            )
         ).scalar_one()
-        await conn.execute(text(f"DROP INDEX {VECTOR_INDEX}"))
-    return definition
-
-
-async def build_vector_index(sessions, definition: str) -> float:
-    """Build the HNSW index back; the seconds it took."""
-    async with db.transaction(sessions) as session:
-        conn = await session.connection()
-        started = time.perf_counter()
-        await conn.execute(text("SET LOCAL maintenance_work_mem = '2GB'"))
-        await conn.execute(text(definition))
         await conn.execute(text("ANALYZE archival_passages"))
-        return time.perf_counter() - started
+        await conn.commit()
+    print(f"{len(built)} own HNSW index(es) built in {seconds:.0f}s: {size / 2**20:,.0f} MiB\n", flush=True)
+    return seconds
 
 
 async def report(sessions, agents: dict[str, uuid.UUID]) -> None:
@@ -224,7 +221,6 @@ async def report(sessions, agents: dict[str, uuid.UUID]) -> None:
 async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled: int) -> None:
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
-    definition = await drop_vector_index(sessions)
     await lexical_triggers(sessions, enabled=False)
     started = time.perf_counter()
     agents = {f"1 of {size:,}": (await fill(sessions, size, f"scale {size}"))[0] for size in sizes}
@@ -234,10 +230,7 @@ async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled
     started = time.perf_counter()
     await lexical_triggers(sessions, enabled=True)
     print(f"BM25 statistics computed for them in one pass in {time.perf_counter() - started:.0f}s", flush=True)
-    seconds = await build_vector_index(sessions, definition)
-    async with sessions() as session:
-        size = (await session.execute(text(f"SELECT pg_relation_size('{VECTOR_INDEX}')"))).scalar_one()
-    print(f"HNSW index built over {total:,} rows in {seconds:.0f}s: {size / 2**20:,.0f} MiB\n", flush=True)
+    await build_own_indexes(engine)
     for i in rng.choice(len(crowd), size=min(sampled, len(crowd)), replace=False):
         agents[f"{i} of {many:,}x{per_agent:,}"] = crowd[i]
     await report(sessions, agents)

@@ -1,5 +1,5 @@
 """At 1,000 agents sharing the tables, an agent's search returns only its own rows — through both routes of the
-hybrid statement's vector side (exact scan for small agents, HNSW for large ones), with every other agent's rows
+hybrid statement's vector side (an exact scan, or the agent's own HNSW index), with every other agent's rows
 as close to the query as its own — and its text side reads only its own rows from the full-text index."""
 
 import asyncio
@@ -10,7 +10,8 @@ import pytest
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
-from app.memory import hybrid
+from app.memory import agent_indexes, hybrid
+from app.memory.agent_indexes import OwnIndexes
 from app.memory.models import ArchivalPassage
 from app.memory.repository import PassageRepository
 from app.settings import E5_DIM
@@ -71,15 +72,30 @@ def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, in
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("route", ["small agents: exact scan", "large agents: HNSW"])
+@pytest.mark.parametrize("route", ["an exact scan", "the agent's own index"])
 def test_search_never_returns_another_agents_rows(crowded_database: str, route: str, monkeypatch) -> None:
-    if route.startswith("large"):
-        monkeypatch.setattr(hybrid, "EXACT_SCAN_BELOW", 0)
     rows = run_sql(crowded_database, "SELECT id, split_part(name, ' ', 2) FROM agents WHERE name LIKE 'crowd %'")
     assert len(rows) == AGENTS
+    if route.endswith("own index"):
+        monkeypatch.setattr(agent_indexes, "INDEX_FROM", PASSAGES_PER_AGENT)
+        monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 20)
+        indexes = OwnIndexes()
+        built = asyncio.run(_maintain(crowded_database, indexes))
+        assert len(built) == 20
+        monkeypatch.setattr(hybrid, "OWN_INDEXES", indexes)
+        rows = [(agent_id, n) for agent_id, n in rows if indexes.has("archival_passages", agent_id)]
+        assert len(rows) == 20
     foreign, short = foreign_hits(crowded_database, rows)
     assert foreign == 0
     assert short == 0  # each agent finds K of its own rows: the filter is not hiding a failed search
+
+
+async def _maintain(url: str, indexes: OwnIndexes) -> list[str]:
+    engine = db.create_engine(url)
+    try:
+        return await agent_indexes.maintain_once(engine, indexes)
+    finally:
+        await engine.dispose()
 
 
 def test_text_index_returns_only_the_agents_own_rows(crowded_database: str) -> None:

@@ -1,9 +1,9 @@
 """Hybrid retrieval in one SQL statement, shared by archival passages and recall messages.
 
-Candidates: the top rows by cosine distance (an exact scan for small agents, the HNSW index for large ones) and
-the top rows by BM25 over the lexical tokens (found through the GIN index; term frequencies counted in the matching
-rows, document frequencies, counts and lengths read from the statistics triggers keep on write, migration 0005). Fusion: a
-convex combination with equal weights of the cosine, min-max normalised over the candidates, and BM25 as a share
+Candidates: the top rows by cosine distance (an exact scan of the agent's rows, its own HNSW index for the largest
+agents: agent_indexes.py) and the top rows by BM25 over the lexical tokens (found through the GIN index; term
+frequencies counted in the matching rows, document frequencies, counts and lengths read from the statistics triggers
+keep on write, migration 0005). Fusion: a convex combination with equal weights of the cosine, min-max normalised over the candidates, and BM25 as a share
 of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding every term would approach. Then
 replies: a short line that follows a short question among the best candidates gains part of the question's score
 (`_replies`), since in a conversation the answer ("Yes, last summer") often shares no word and little meaning with
@@ -36,13 +36,12 @@ from sqlalchemy import Float, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.memory.agent_indexes import OWN_INDEXES
 from app.memory.models import AGENT_TSV_EXPRESSION, ArchivalPassage, Message
 from app.metrics import SEARCH_SECONDS
 from app.models_base import orm_attribute, table_of
 
 CANDIDATES_PER_LIST = 100
-# Agents with fewer documents than this are searched by an exact scan of their rows instead of the HNSW index.
-EXACT_SCAN_BELOW = 20_000
 BM25_K1 = 1.2
 BM25_B = 0.75
 # Rows scored by BM25 at most (those with the best ts_rank): bounds the work for a term that matches everything.
@@ -70,19 +69,17 @@ class Hit:
     similarity: float
 
 
-def _nearest(table: str, where: str, limit: int) -> str:
-    """The top `limit` rows by cosine distance to the query: an exact scan of the agent's rows (through its
-    agent_id index) while the agent is small, the HNSW index beyond. A filtered HNSW scan of a table shared by many
-    agents visits mostly other agents' rows and can miss; an exact scan costs one distance per row of the agent.
-    Only one branch runs: the document count (kept on write) is a one-time filter, so the other is never scanned."""
-    nearest = "embedding <=> CAST(:embedding AS vector)"
-    # small agents order by what is not the indexed expression, so the planner cannot take the HNSW index
-    branches = "\n    UNION ALL\n".join(
-        f"    (SELECT id FROM {table} WHERE {where} AND embedding IS NOT NULL\n"
-        f"     AND (SELECT n FROM stats) {size} {EXACT_SCAN_BELOW}\n     ORDER BY {order}\n     LIMIT {limit})"
-        for size, order in (("<", f"({nearest}) + 0"), (">=", nearest))
-    )
-    return f"\nvec AS (\n{branches}\n)"
+def _nearest(table: str, where: str, limit: int, own_index: uuid.UUID | None) -> str:
+    """The top `limit` rows by cosine distance to the query: through the agent's own HNSW index if it has one
+    (agent_indexes.py; `own_index`: its id, whose predicate, written out, is what lets the planner take the index),
+    otherwise by an exact scan of the agent's rows (through its agent_id index; one distance per row)."""
+    own = f" AND agent_id = '{own_index}'::uuid" if own_index else ""
+    return f"""
+vec AS (
+    SELECT id FROM {table} WHERE {where}{own} AND embedding IS NOT NULL
+    ORDER BY embedding <=> CAST(:embedding AS vector)
+    LIMIT {limit}
+)"""
 
 
 def _fused(table: str, vector_weight: float) -> str:
@@ -217,12 +214,12 @@ def _float(value: float) -> str:
     return f"{value!r}::float8"
 
 
-def _sql(table: str, columns: str, where: str, mode: Mode, sequence: tuple[str, ...] | None) -> str:
+def _sql(table: str, columns: str, where: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     ctes = [
         _statistics(table),
-        _nearest(table, where, vec_limit),
+        _nearest(table, where, vec_limit, own_index),
         _lexical(table, where, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode]),
     ]
@@ -273,7 +270,8 @@ def search_statement(
     table = table_of(model)
     # Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows.
     columns = ", ".join(f"t.{c.name}" for c in table.columns if c.name != "embedding")
-    return _sql(table.name, columns, " AND ".join(where), mode, sequence), params
+    own_index = agent_id if OWN_INDEXES.has(table.name, agent_id) else None
+    return _sql(table.name, columns, " AND ".join(where), mode, sequence, own_index), params
 
 
 async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.UUID, **search: Any) -> list[tuple[Row, Hit]]:

@@ -77,12 +77,6 @@ class ArchivalPassage(SQLModel, table=True):
     __tablename__ = "archival_passages"
     __table_args__ = (
         Index(
-            "ix_archival_passages_embedding",
-            "embedding",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-        ),
-        Index(
             "ix_archival_passages_agent_tsv",
             text(AGENT_TSV_EXPRESSION),
             postgresql_using="gin",
@@ -119,7 +113,6 @@ class Message(SQLModel, table=True):
     __table_args__ = (
         Index("ix_messages_agent_seq", "agent_id", "seq"),
         Index("ix_messages_agent_tsv", text(AGENT_TSV_EXPRESSION), postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
-        Index("ix_messages_embedding", "embedding", postgresql_using="hnsw", postgresql_ops={"embedding": "vector_cosine_ops"}),
         Index(
             "ux_messages_agent_external_id", "agent_id", "external_id", unique=True, postgresql_where="external_id IS NOT NULL"
         ),

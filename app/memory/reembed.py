@@ -4,8 +4,8 @@ Resumable, in bounded memory: each batch of rows is embedded and committed on it
 `embedding_model` tells whether it is done, so a run that stops (Ctrl-C, a crash, a lost connection) loses at most
 one batch of work and the next run carries on. Text is never touched; only derived vectors are replaced. While a
 run is unfinished, `embedding_space.complete` is false and the service refuses to start (the database holds
-vectors of two models). The vector indexes are dropped at the start and built once at the end (cheaper than
-updating them row by row); a different dimension retypes the vector columns first."""
+vectors of two models). The agents' own vector indexes are dropped at the start and built again by the service
+once it starts (cheaper than updating them row by row); a different dimension retypes the vector columns first."""
 
 import logging
 import uuid
@@ -17,12 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import record_space, stored_dim, stored_space
+from app.memory.agent_indexes import drop_own_indexes
 from app.memory.models import Message
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64
 REEMBED_LOCK_KEY = 0x72656D62  # "remb": one run at a time
-VECTOR_INDEXES = {"archival_passages": "ix_archival_passages_embedding", "messages": "ix_messages_embedding"}
 PENDING = {
     "archival_passages": "embedding_model IS DISTINCT FROM :model",
     "messages": "embedding_model IS DISTINCT FROM :model AND role IN ('user', 'assistant') AND search_text <> ''",
@@ -85,12 +85,11 @@ async def _up_to_date(engine: AsyncEngine, embedder: Embedder) -> bool:
 
 async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        for index in VECTOR_INDEXES.values():
-            await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
+        await drop_own_indexes(conn)
         await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding DROP NOT NULL"))
         if await stored_dim(conn) != embedder.dim:
             # Old vectors cannot be kept in a column of the new size; their rows stay pending until embedded.
-            for table in VECTOR_INDEXES:
+            for table in PENDING:
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({embedder.dim}) USING NULL"))
                 # A new type brings the type's default storage back; vectors stay in the row (migration 0005).
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN"))
@@ -146,7 +145,5 @@ async def _store(conn: AsyncConnection, table: str, ids: list[uuid.UUID], vector
 async def _finish(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
         await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding SET NOT NULL"))
-        for table, index in VECTOR_INDEXES.items():
-            await conn.execute(text(f"CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw (embedding vector_cosine_ops)"))
         await record_space(conn, embedder.model, complete=True)
-    log.info("re-embedding complete; vector indexes rebuilt")
+    log.info("re-embedding complete")

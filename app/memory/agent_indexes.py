@@ -1,0 +1,165 @@
+"""Own vector indexes for the largest agents: a partial HNSW index over one agent's rows (`WHERE agent_id = …`).
+
+An agent's nearest rows are otherwise found by an exact scan of its rows (one distance per row: linear in its
+history, ~1.5 ms per 1,000 rows) or, from hybrid.EXACT_SCAN_BELOW rows, through the HNSW index shared by every
+agent, whose walk visits mostly other agents' nodes when the agent is a small share of the table. An agent's own
+index holds only its rows: its search costs what a table of that one agent would.
+
+Built in the background (`maintain`, every replica; one build at a time across replicas by an advisory lock) with
+CREATE INDEX CONCURRENTLY, which never blocks writes; a build cut short (a stop, a crash) leaves an invalid index,
+dropped and built again on the next round. Searches ask for the index through its predicate, written out in the
+statement (hybrid._nearest), only for agents this process has seen an index of (`OWN_INDEXES`, read from the
+catalog each round): an agent whose index is not there yet, or no longer, gets an exact scan — the same rows.
+
+Every index of a table is opened (and locked) by each statement on it and checked on each insert, so their number
+is capped (MAX_PER_TABLE, the largest agents first): past that, partitioning by agent (docs/scaling.md) is the way.
+"""
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+log = logging.getLogger(__name__)
+
+# An agent gets its own index from this many rows (its exact scan then costs more than an index walk)...
+INDEX_FROM = 2_000
+# ...while its table has fewer than this many own indexes.
+MAX_PER_TABLE = 64
+TABLES = ("archival_passages", "messages")
+ROUND_SECONDS = 30.0
+# Memory for one build (the session's own: one build runs at a time); HNSW builds that spill take several times longer.
+BUILD_MEMORY = "256MB"
+# pg_try_advisory_lock(int4, int4): a key space apart from the single-bigint keys of turns and re-embedding.
+BUILD_LOCK = {"space": 0x656E, "key": 1}
+
+
+def index_name(table: str, agent_id: uuid.UUID) -> str:
+    return f"ix_{table}_agent_{agent_id.hex}"
+
+
+NAME = re.compile(rf"^ix_({'|'.join(TABLES)})_agent_([0-9a-f]{{32}})$")
+
+
+class OwnIndexes:
+    """The (table, agent) pairs with a valid own index, as this process last read them from the catalog."""
+
+    def __init__(self) -> None:
+        self._valid: frozenset[tuple[str, uuid.UUID]] = frozenset()
+
+    def has(self, table: str, agent_id: uuid.UUID) -> bool:
+        return (table, agent_id) in self._valid
+
+    async def refresh(self, conn: AsyncConnection) -> dict[str, bool]:
+        """Reads the own indexes from the catalog; returns each one's name -> whether it is valid."""
+        found = await _catalog(conn)
+        self._valid = frozenset(_parse(name) for name, valid in found.items() if valid)
+        return found
+
+
+OWN_INDEXES = OwnIndexes()
+
+
+def _parse(name: str) -> tuple[str, uuid.UUID]:
+    match = NAME.match(name)
+    assert match, name
+    return match[1], uuid.UUID(hex=match[2])
+
+
+async def _catalog(conn: AsyncConnection) -> dict[str, bool]:
+    rows = await conn.execute(
+        text(
+            "SELECT c.relname, i.indisvalid AND i.indisready FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid IN (CAST('archival_passages' AS regclass), CAST('messages' AS regclass)) "
+            "AND c.relname ~ '^ix_[a-z_]+_agent_[0-9a-f]{32}$'"
+        )
+    )
+    return {name: bool(valid) for name, valid in rows.all() if NAME.match(name)}
+
+
+async def drop_own_indexes(conn: AsyncConnection) -> None:
+    """Every own index (before re-embedding every row: building them again afterwards costs less)."""
+    for name in await _catalog(conn):
+        await conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
+
+
+async def maintain(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> None:
+    """Runs for the life of the process."""
+    while True:
+        try:
+            await maintain_once(engine, indexes)
+        except Exception:  # the database may be down; the next round tries again
+            log.warning("own vector index maintenance failed", exc_info=True)
+        await asyncio.sleep(ROUND_SECONDS)
+
+
+async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> list[str]:
+    """One round: drops the indexes of deleted agents and those left invalid, builds the missing ones (largest agent
+    first), and refreshes `indexes`. Returns the names built. Nothing happens while another replica holds the lock."""
+    # AUTOCOMMIT: CREATE / DROP INDEX CONCURRENTLY cannot run inside a transaction
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if not (await conn.execute(text("SELECT pg_try_advisory_lock(:space, :key)"), BUILD_LOCK)).scalar():
+            await indexes.refresh(conn)
+            return []
+        try:
+            built = await _round(conn, indexes)
+        except BaseException:
+            # cut short (a stop cancels the task mid-build, an error): the session ends, and its lock and settings
+            # with it; nothing more may run on it, and the first error is the one raised
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            raise
+        await conn.execute(text("RESET maintenance_work_mem"))  # the connection goes back to the pool
+        await conn.execute(text("SELECT pg_advisory_unlock(:space, :key)"), BUILD_LOCK)
+    return built
+
+
+async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
+    existing = await indexes.refresh(conn)
+    unwanted = await _unwanted(conn, existing)
+    for name in unwanted:
+        await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+        log.info("dropped own vector index %s", name)
+    kept = {_parse(name) for name in existing if name not in unwanted}
+    await conn.execute(text(f"SET maintenance_work_mem = '{BUILD_MEMORY}'"))
+    built = []
+    for table, agent_id in await _missing(conn, kept):
+        name = index_name(table, agent_id)
+        started = time.perf_counter()
+        await conn.execute(
+            text(
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} "
+                f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = '{agent_id}'::uuid"
+            )
+        )
+        log.info("built own vector index %s in %.1f s", name, time.perf_counter() - started)
+        built.append(name)
+    if built or unwanted:
+        await indexes.refresh(conn)
+    return built
+
+
+async def _unwanted(conn: AsyncConnection, existing: dict[str, bool]) -> list[str]:
+    """Invalid indexes (a build cut short) and those of agents that no longer exist."""
+    agents = [_parse(name)[1] for name in existing]
+    alive = set((await conn.execute(text("SELECT id FROM agents WHERE id = ANY(:ids)"), {"ids": agents})).scalars())
+    return [name for name, valid in existing.items() if not valid or _parse(name)[1] not in alive]
+
+
+async def _missing(conn: AsyncConnection, kept: set[tuple[str, uuid.UUID]]) -> list[tuple[str, uuid.UUID]]:
+    """Agents of at least INDEX_FROM rows without their own index, largest first, within each table's cap."""
+    missing = []
+    for table in TABLES:
+        room = MAX_PER_TABLE - sum(t == table for t, _ in kept)
+        largest = await conn.execute(
+            text("SELECT agent_id FROM lexical_corpus WHERE source = :table AND docs >= :least ORDER BY docs DESC, agent_id"),
+            {"table": table, "least": INDEX_FROM},
+        )
+        missing += [(table, agent_id) for agent_id in largest.scalars() if (table, agent_id) not in kept][: max(room, 0)]
+    return missing
