@@ -4,7 +4,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,11 +99,11 @@ def _alive(pid: int) -> bool:
 SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "max_parallel_workers_per_gather": "0"}
 
 
-def create_engine(url: str) -> AsyncEngine:
+def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
     # A short connect timeout: while the database is down, requests fail fast with 503 instead of hanging.
     engine = create_async_engine(
         asyncpg_url(url),
-        pool_size=20,
+        pool_size=pool_size,
         max_overflow=30,
         pool_pre_ping=True,
         pool_recycle=1800,
@@ -121,6 +121,14 @@ def _connect(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, An
         return dialect.connect(*cargs, **cparams)
     except OSError as exc:  # TimeoutError included
         raise DatabaseUnreachable("the database is unreachable; retry shortly") from exc
+
+
+async def open_pool(engine: AsyncEngine, size: int) -> None:
+    """Opens `size` connections now and returns them to the pool, which keeps them (a fixed-size pool: a connection
+    opened at the first burst instead would stay open from then on, the count growing with each new peak)."""
+    async with AsyncExitStack() as held:  # held at once: each checkout opens a new one
+        for _ in range(size):
+            await held.enter_async_context(engine.connect())
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

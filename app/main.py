@@ -1,6 +1,7 @@
 """The FastAPI application: create_app() and its lifespan (database, migrations, embedder, LLM client)."""
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -52,7 +53,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
         if settings.migrate_on_start:
             await db.migrate(url, embedder.dim)
-        engine = db.create_engine(url)
+        engine = db.create_engine(url, settings.db_pool_size)
         cleanup.push_async_callback(engine.dispose)
         async with _serving(app, settings, engine, embedder):
             yield
@@ -71,6 +72,10 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     origin = uuid.uuid4()
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
+    # the pool is opened whole once the relay holds its own connection for good: from then on the count stays flat
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(relay.listening.wait(), timeout=5)
+    await db.open_pool(engine, settings.db_pool_size)
     turn_tasks: DetachedTasks[TurnResult] = DetachedTasks()
     services = TurnServices(engine, sessions, embedder, llm, Broadcast(hub, origin), settings)
     runner, passes = TurnRunner(services), MemoryPasses(services)

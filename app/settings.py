@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     database_url: str | None = Field(default=None, validation_alias=AliasChoices("DATABASE_URL", "ENGRAM_DATABASE_URL"))
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("engram")))
     migrate_on_start: bool = True
+    # Connections each process keeps open to PostgreSQL, all opened at start-up: a fixed-size pool, so that a burst
+    # finds them ready and the server's connection count stays flat. Up to 30 more at peaks, closed when returned.
+    # Size the server's max_connections for (this + 30) x replicas + admin tools.
+    db_pool_size: int = Field(default=20, ge=1, le=500)
 
     # The chat model: any OpenAI-compatible endpoint. Names follow the openai SDK.
     openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "ENGRAM_LLM_BASE_URL"))

@@ -66,7 +66,12 @@ def llm() -> Iterator[ScriptedLLM]:
 
 def scripted_settings(database_url: str, llm: ScriptedLLM, **overrides: Any) -> Settings:
     """The service's settings with the scripted LLM as its endpoint (no retries: a test scripts each answer)."""
-    defaults: dict[str, Any] = {"llm_max_retries": 0, "llm_timeout_seconds": 10, "turn_lock_timeout_seconds": 5}
+    defaults: dict[str, Any] = {
+        "llm_max_retries": 0,
+        "llm_timeout_seconds": 10,
+        "turn_lock_timeout_seconds": 5,
+        "db_pool_size": 5,  # many apps start and stop in a run; a few share one server at a time
+    }
     return Settings(
         database_url=database_url,
         openai_base_url=llm.url,

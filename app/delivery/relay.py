@@ -57,6 +57,7 @@ class EventRelay:
         # Notifications arrive in commit order; one consumer keeps that order for the watchers.
         self._notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self.listening = asyncio.Event()  # set once the listener holds its connection
 
     def start(self) -> None:
         self._tasks = [
@@ -78,6 +79,7 @@ class EventRelay:
                     raw.add_termination_listener(lambda _, closed=closed: closed.done() or closed.set_result(None))
                     await raw.add_listener(CHANNEL, self._on_notify)
                     log.info("listening for events of other replicas")
+                    self.listening.set()
                     await closed  # until the connection is lost
             except asyncio.CancelledError:
                 raise

@@ -1,0 +1,42 @@
+"""The service's pool to PostgreSQL has a fixed size: opened whole at start-up, the same after a burst (the
+connections of a peak beyond it are closed when returned), so the server's connection count stays flat."""
+
+import time
+import uuid
+from contextlib import AsyncExitStack
+
+from app import db
+from app.main import create_app
+from app.settings import E5_DIM
+from tests.conftest import checked_client, create_database, run_sql, scripted_settings
+
+POOL = 6
+
+
+def backends(url: str, database: str) -> int:
+    [(count,)] = run_sql(
+        url, "SELECT count(*) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()", {"d": database}
+    )
+    return count
+
+
+def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connections(postgres_server, llm, embedder) -> None:
+    database = f"engram_pool_{uuid.uuid4().hex[:8]}"
+    url = create_database(postgres_server, database)
+    db.run_migrations(url, E5_DIM)
+    with checked_client(create_app(scripted_settings(url, llm, db_pool_size=POOL), embedder=embedder)) as client:
+        expected = POOL + 1  # and the event relay's own LISTEN connection, which it opens once started
+        deadline = time.monotonic() + 10
+        while backends(url, database) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert backends(url, database) == expected
+
+        async def burst() -> None:  # twice the pool in use at once: overflow connections are opened
+            async with AsyncExitStack() as held:
+                for _ in range(2 * POOL):
+                    conn = await held.enter_async_context(client.app.state.runtime.engine.connect())
+                    await conn.exec_driver_sql("SELECT 1")
+
+        client.portal.call(burst)
+        assert backends(url, database) == expected
+        assert client.get("/readyz").status_code == 200
