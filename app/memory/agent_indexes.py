@@ -140,6 +140,10 @@ async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
         )
         log.info("built own vector index %s in %.1f s", name, time.perf_counter() - started)
         built.append(name)
+    for table in sorted({table for table, _ in (_parse(name) for name in built)}):
+        # the planner takes an own index only with statistics that know the agent's rows (a table not analysed
+        # since it grew plans an exact scan); autovacuum would get there, later
+        await conn.execute(text(f"ANALYZE {table}"))
     if built or unwanted:
         await indexes.refresh(conn)
     return built
