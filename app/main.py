@@ -100,6 +100,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         await passes.shutdown()
         sweeper.cancel()
         indexer.cancel()  # a build cut short leaves an invalid index, built again by the next round
+        await asyncio.wait({sweeper, indexer}, timeout=LIFESPAN_RESERVE_SECONDS)
         await relay.stop()
 
 

@@ -35,6 +35,13 @@ SELECT gen_random_uuid(), agent.id, 'passage ' || p, 'passage',
        'synthetic', '{{}}', now()
 FROM agent, generate_series(1, :rows) AS p
 """
+GROW = f"""
+INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at)
+SELECT gen_random_uuid(), :agent, 'more ' || p, 'more',
+       (SELECT ('[' || string_agg(cos(p * 5 + d * 11)::text, ',') || ']')::vector FROM generate_series(1, {E5_DIM}) AS d),
+       'synthetic', '{{}}', now()
+FROM generate_series(1, :rows) AS p
+"""
 
 
 @pytest.fixture
@@ -181,3 +188,13 @@ def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it
 
     assert asyncio.run(run()) == [big]
     assert run_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = CAST('{big}' AS regclass)") == [(True,)]
+
+
+def test_a_larger_agent_takes_the_place_of_the_smallest_when_the_cap_is_reached(agents) -> None:
+    url, ids = agents
+    indexes = OwnIndexes()
+    assert maintain(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one
+    run_sql(url, GROW, {"agent": ids["mid"], "rows": SIZES["big"] - SIZES["mid"] + 100})  # mid outgrows big
+    assert maintain(url, indexes) == [index_name(TABLE, ids["mid"])]
+    assert own_indexes(url) == {index_name(TABLE, ids["mid"])}
+    assert indexes.has(TABLE, ids["mid"]) and not indexes.has(TABLE, ids["big"])

@@ -27,4 +27,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     for table in TABLES:
+        # the agents' own indexes (built by the service since) go: the code before this revision never drops them
+        op.execute(
+            "DO $$ DECLARE name text; BEGIN "
+            f"FOR name IN SELECT indexname FROM pg_indexes WHERE tablename = '{table}' "
+            f"AND indexname ~ '^ix_{table}_agent_[0-9a-f]{{32}}$' LOOP EXECUTE format('DROP INDEX %I', name); END LOOP; END $$"
+        )
         op.execute(f"CREATE INDEX IF NOT EXISTS ix_{table}_embedding ON {table} USING hnsw (embedding vector_cosine_ops)")

@@ -1,9 +1,9 @@
 """Own vector indexes for the largest agents: a partial HNSW index over one agent's rows (`WHERE agent_id = …`).
 
-An agent's nearest rows are otherwise found by an exact scan of its rows (one distance per row: linear in its
-history, ~1.5 ms per 1,000 rows) or, from hybrid.EXACT_SCAN_BELOW rows, through the HNSW index shared by every
-agent, whose walk visits mostly other agents' nodes when the agent is a small share of the table. An agent's own
-index holds only its rows: its search costs what a table of that one agent would.
+An agent without one is searched by an exact scan of its rows (one distance per row: linear in its history, ~1.5 ms
+per 1,000 rows). An index shared by every agent (dropped in migration 0012) walked mostly other agents' nodes when the
+agent was a small share of the table; an agent's own index holds only its rows: its search costs what a table of that
+one agent would, among any number of rows.
 
 Built in the background (`maintain`, every replica; one build at a time across replicas by an advisory lock) with
 CREATE INDEX CONCURRENTLY, which never blocks writes; a build cut short (a stop, a crash) leaves an invalid index,
@@ -24,6 +24,8 @@ import uuid
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.llm.embeddings.space import stored_space
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,9 @@ async def _catalog(conn: AsyncConnection) -> dict[str, bool]:
 
 
 async def drop_own_indexes(conn: AsyncConnection) -> None:
-    """Every own index (before re-embedding every row: building them again afterwards costs less)."""
+    """Every own index (before re-embedding every row: building them again afterwards costs less), in `conn`'s
+    transaction, which waits for a build in progress and keeps new ones from starting until it ends."""
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), BUILD_LOCK)
     for name in await _catalog(conn):
         await conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
@@ -99,37 +103,37 @@ async def maintain(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> No
 
 
 async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> list[str]:
-    """One round: drops the indexes of deleted agents and those left invalid, builds the missing ones (largest agent
-    first), and refreshes `indexes`. Returns the names built. Nothing happens while another replica holds the lock."""
+    """One round: drops the indexes left invalid, those of deleted agents and those of agents no longer among the
+    largest when a larger one needs the room; builds the missing ones (largest first) and refreshes `indexes`.
+    Returns the names built. Nothing is built while another replica holds the lock, or while `engram reembed` runs."""
     # AUTOCOMMIT: CREATE / DROP INDEX CONCURRENTLY cannot run inside a transaction
     async with engine.connect() as conn:
         conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-        if not (await conn.execute(text("SELECT pg_try_advisory_lock(:space, :key)"), BUILD_LOCK)).scalar():
-            await indexes.refresh(conn)
-            return []
         try:
-            built = await _round(conn, indexes)
+            if not (await conn.execute(text("SELECT pg_try_advisory_lock(:space, :key)"), BUILD_LOCK)).scalar():
+                await indexes.refresh(conn)
+                return []
+            space = await stored_space(conn)
+            built = await _round(conn, indexes) if space is None or space[1] else []
+            await conn.execute(text("RESET maintenance_work_mem"))  # the connection goes back to the pool
+            await conn.execute(text("SELECT pg_advisory_unlock(:space, :key)"), BUILD_LOCK)
         except BaseException:
             # cut short (a stop cancels the task mid-build, an error): the session ends, and its lock and settings
             # with it; nothing more may run on it, and the first error is the one raised
             with contextlib.suppress(Exception):
                 await conn.invalidate()
             raise
-        await conn.execute(text("RESET maintenance_work_mem"))  # the connection goes back to the pool
-        await conn.execute(text("SELECT pg_advisory_unlock(:space, :key)"), BUILD_LOCK)
     return built
 
 
 async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
     existing = await indexes.refresh(conn)
-    unwanted = await _unwanted(conn, existing)
-    for name in unwanted:
+    drop, build = await _plan(conn, existing)
+    for name in drop:
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
         log.info("dropped own vector index %s", name)
-    kept = {_parse(name) for name in existing if name not in unwanted}
     await conn.execute(text(f"SET maintenance_work_mem = '{BUILD_MEMORY}'"))
-    built = []
-    for table, agent_id in await _missing(conn, kept):
+    for table, agent_id in build:
         name = index_name(table, agent_id)
         started = time.perf_counter()
         await conn.execute(
@@ -139,31 +143,36 @@ async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
             )
         )
         log.info("built own vector index %s in %.1f s", name, time.perf_counter() - started)
-        built.append(name)
-    for table in sorted({table for table, _ in (_parse(name) for name in built)}):
+    for table in sorted({table for table, _ in build}):
         # the planner takes an own index only with statistics that know the agent's rows (a table not analysed
         # since it grew plans an exact scan); autovacuum would get there, later
         await conn.execute(text(f"ANALYZE {table}"))
-    if built or unwanted:
+    if drop or build:
         await indexes.refresh(conn)
-    return built
+    return [index_name(table, agent_id) for table, agent_id in build]
 
 
-async def _unwanted(conn: AsyncConnection, existing: dict[str, bool]) -> list[str]:
-    """Invalid indexes (a build cut short) and those of agents that no longer exist."""
+async def _plan(conn: AsyncConnection, existing: dict[str, bool]) -> tuple[list[str], list[tuple[str, uuid.UUID]]]:
+    """(indexes to drop, (table, agent) to build). Dropped: invalid ones (a build cut short), those of deleted
+    agents, and — only to make room for a larger agent — the smallest of those no longer among the MAX_PER_TABLE
+    largest. Built: the largest agents of at least INDEX_FROM rows without one."""
     agents = [_parse(name)[1] for name in existing]
     alive = set((await conn.execute(text("SELECT id FROM agents WHERE id = ANY(:ids)"), {"ids": agents})).scalars())
-    return [name for name, valid in existing.items() if not valid or _parse(name)[1] not in alive]
-
-
-async def _missing(conn: AsyncConnection, kept: set[tuple[str, uuid.UUID]]) -> list[tuple[str, uuid.UUID]]:
-    """Agents of at least INDEX_FROM rows without their own index, largest first, within each table's cap."""
-    missing = []
+    drop = [name for name, valid in existing.items() if not valid or _parse(name)[1] not in alive]
+    build = []
     for table in TABLES:
-        room = MAX_PER_TABLE - sum(t == table for t, _ in kept)
-        largest = await conn.execute(
-            text("SELECT agent_id FROM lexical_corpus WHERE source = :table AND docs >= :least ORDER BY docs DESC, agent_id"),
-            {"table": table, "least": INDEX_FROM},
+        sizes = dict(
+            (
+                await conn.execute(
+                    text("SELECT agent_id, docs FROM lexical_corpus WHERE source = :table AND docs >= :least"),
+                    {"table": table, "least": INDEX_FROM},
+                )
+            ).all()
         )
-        missing += [(table, agent_id) for agent_id in largest.scalars() if (table, agent_id) not in kept][: max(room, 0)]
-    return missing
+        wanted = sorted(sizes, key=lambda a: (-sizes[a], a))[:MAX_PER_TABLE]
+        kept = [a for t, a in map(_parse, existing) if t == table and index_name(t, a) not in drop]
+        missing = [a for a in wanted if a not in kept]
+        surplus = sorted((a for a in kept if a not in wanted), key=lambda a: sizes.get(a, 0))
+        drop += [index_name(table, a) for a in surplus[: max(len(kept) + len(missing) - MAX_PER_TABLE, 0)]]
+        build += [(table, a) for a in missing]
+    return drop, build

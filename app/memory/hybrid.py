@@ -3,11 +3,11 @@
 Candidates: the top rows by cosine distance (an exact scan of the agent's rows, its own HNSW index for the largest
 agents: agent_indexes.py) and the top rows by BM25 over the lexical tokens (found through the GIN index; term
 frequencies counted in the matching rows, document frequencies, counts and lengths read from the statistics triggers
-keep on write, migration 0005). Fusion: a convex combination with equal weights of the cosine, min-max normalised over the candidates, and BM25 as a share
-of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding every term would approach. Then
-replies: a short line that follows a short question among the best candidates gains part of the question's score
-(`_replies`), since in a conversation the answer ("Yes, last summer") often shares no word and little meaning with
-what is asked, and its question does.
+keep on write, migration 0005). Fusion: a convex combination with equal weights of the cosine, min-max normalised over
+the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding
+every term would approach. Then replies: a short line that follows a short question among the best candidates gains
+part of the question's score (`_replies`), since in a conversation the answer ("Yes, last summer") often shares no
+word and little meaning with what is asked, and its question does.
 
 Every parameter was chosen on three sets at once (bench/retrieval.py, bench/design_sweep.py): LongMemEval dev
 (long mixed-topic chats), LoCoMo dev (short two-person turns) and the Japanese paraphrases; a design must keep the

@@ -85,7 +85,7 @@ async def _up_to_date(engine: AsyncEngine, embedder: Embedder) -> bool:
 
 async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        await drop_own_indexes(conn)
+        await drop_own_indexes(conn)  # once a build in progress on a running service is over
         await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding DROP NOT NULL"))
         if await stored_dim(conn) != embedder.dim:
             # Old vectors cannot be kept in a column of the new size; their rows stay pending until embedded.
