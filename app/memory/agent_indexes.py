@@ -159,16 +159,13 @@ async def _plan(conn: AsyncConnection, existing: dict[str, bool]) -> tuple[list[
     agents = [_parse(name)[1] for name in existing]
     alive = set((await conn.execute(text("SELECT id FROM agents WHERE id = ANY(:ids)"), {"ids": agents})).scalars())
     drop = [name for name, valid in existing.items() if not valid or _parse(name)[1] not in alive]
-    build = []
+    build: list[tuple[str, uuid.UUID]] = []
     for table in TABLES:
-        sizes = dict(
-            (
-                await conn.execute(
-                    text("SELECT agent_id, docs FROM lexical_corpus WHERE source = :table AND docs >= :least"),
-                    {"table": table, "least": INDEX_FROM},
-                )
-            ).all()
+        rows = await conn.execute(
+            text("SELECT agent_id, docs FROM lexical_corpus WHERE source = :table AND docs >= :least"),
+            {"table": table, "least": INDEX_FROM},
         )
+        sizes: dict[uuid.UUID, int] = {agent_id: docs for agent_id, docs in rows.all()}
         wanted = sorted(sizes, key=lambda a: (-sizes[a], a))[:MAX_PER_TABLE]
         kept = [a for t, a in map(_parse, existing) if t == table and index_name(t, a) not in drop]
         missing = [a for a in wanted if a not in kept]
