@@ -110,6 +110,8 @@ def test_websocket_takes_the_key_from_headers_or_a_first_message(keyed: TestClie
         ws.send_text("still not a command")
         assert ws.receive_json()["code"] == "invalid_request"
     with keyed.websocket_connect(f"/v1/agents/{agent['id']}/ws") as ws:
+        ws.close()  # gone before saying who it is: the server lets it go without an error
+    with keyed.websocket_connect(f"/v1/agents/{agent['id']}/ws") as ws:
         ws.send_json({"type": "auth", "api_key": "engk_forged"})
         assert ws.receive_json()["code"] == "unauthorized"
         with pytest.raises(WebSocketDisconnect):

@@ -142,6 +142,8 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
     await websocket.accept()
     try:
         principal = await _authenticate_socket(websocket)
+    except WebSocketDisconnect:
+        return  # gone before saying who it is (a console page left at once)
     except EngramError as exc:
         await _send_error(websocket, agent_id, exc.code, exc.detail)
         await websocket.close(code=4000 + exc.status_code)

@@ -234,6 +234,7 @@ function agentScreen(agent) {
 
 function show(view) {
   const panel = document.querySelector(".panel");
+  if (!panel) return; // the agent's screen is gone (signed out, another route) before this view was shown
   for (const tab of document.querySelectorAll(".tabs [role=tab]"))
     tab.setAttribute("aria-selected", String(tab.dataset.view === view));
   const built = current.views[view];
