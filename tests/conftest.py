@@ -1,4 +1,5 @@
 import asyncio
+import json
 import os
 import tempfile
 import uuid
@@ -19,6 +20,7 @@ from app.cli import main
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
 from app.main import create_app
+from app.memory.agent_indexes import OwnIndexes, maintain_once
 from app.settings import E5_DIM, Settings, available_cpus
 from testkit.scripted_llm import ScriptedLLM
 
@@ -153,6 +155,30 @@ def run_sql(database_url: str, sql: str, params: dict | None = None) -> list:
             async with engine.begin() as conn:
                 result = await conn.execute(text(sql), params or {})
                 return [tuple(row) for row in result.all()] if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def plan_nodes(database_url: str, sql: str, params: dict) -> list[dict]:
+    """Every node of the statement's plan, run once (EXPLAIN ANALYZE's JSON)."""
+    [(plan,)] = run_sql(database_url, f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+    [explained] = json.loads(plan) if isinstance(plan, str) else plan
+    return _with_children(explained["Plan"])
+
+
+def _with_children(node: dict) -> list[dict]:
+    return [node] + [below for child in node.get("Plans", []) for below in _with_children(child)]
+
+
+def build_own_indexes(database_url: str, indexes: OwnIndexes) -> list[str]:
+    """One round of the service's own-index upkeep (agent_indexes.maintain_once); the names built."""
+
+    async def run() -> list[str]:
+        engine = db.create_engine(database_url)
+        try:
+            return await maintain_once(engine, indexes)
         finally:
             await engine.dispose()
 

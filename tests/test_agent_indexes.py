@@ -2,7 +2,6 @@
 service, used by their searches, dropped with the agent or when its build was cut short, one build at a time."""
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from app.memory import agent_indexes, hybrid
 from app.memory.agent_indexes import OwnIndexes, index_name, maintain_once
 from app.memory.models import ArchivalPassage
 from app.settings import E5_DIM
-from tests.conftest import checked_client, create_database, run_sql, scripted_settings
+from tests.conftest import build_own_indexes, checked_client, create_database, plan_nodes, run_sql, scripted_settings
 
 SIZES = {"big": 2400, "mid": 2200, "small": 100}  # around INDEX_FROM: the planner must take the index there
 QUERY = [float(d % 7) for d in range(E5_DIM)]
@@ -56,17 +55,6 @@ def agents(postgres_server: object, monkeypatch: pytest.MonkeyPatch) -> Iterator
     yield url, dict(run_sql(url, "SELECT name, id FROM agents"))
 
 
-def maintain(url: str, indexes: OwnIndexes) -> list[str]:
-    async def run() -> list[str]:
-        engine = db.create_engine(url)
-        try:
-            return await maintain_once(engine, indexes)
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
-
-
 def own_indexes(url: str) -> set[str]:
     return {
         name
@@ -78,14 +66,9 @@ def searched_through(url: str, agent_id: uuid.UUID, monkeypatch: pytest.MonkeyPa
     """(the ids found, the indexes the plan read) of one hybrid search of the agent, with `indexes` as known."""
     monkeypatch.setattr(hybrid, "OWN_INDEXES", indexes)
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=QUERY, terms=["passage"], k=10)
-    [(plan,)] = run_sql(url, f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-    [explained] = json.loads(plan) if isinstance(plan, str) else plan
+    read = {node.get("Index Name") for node in plan_nodes(url, sql, params)} - {None}
     found = [row[0] for row in run_sql(url, sql, params)]
-    return found, {node.get("Index Name") for node in _nodes(explained["Plan"])} - {None}
-
-
-def _nodes(node: dict) -> list[dict]:
-    return [node] + [below for child in node.get("Plans", []) for below in _nodes(child)]
+    return found, read
 
 
 def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows_through_it(agents, monkeypatch) -> None:
@@ -94,15 +77,15 @@ def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows
     exact, read = searched_through(url, ids["big"], monkeypatch, indexes)
     assert index_name(TABLE, ids["big"]) not in read
 
-    assert maintain(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one, the largest
+    assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one, the largest
     assert indexes.has(TABLE, ids["big"]) and not indexes.has(TABLE, ids["mid"])
     found, read = searched_through(url, ids["big"], monkeypatch, indexes)
     assert index_name(TABLE, ids["big"]) in read
     assert found == exact
-    assert maintain(url, indexes) == []  # nothing left to build within the cap
+    assert build_own_indexes(url, indexes) == []  # nothing left to build within the cap
 
     monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 2)
-    assert maintain(url, indexes) == [index_name(TABLE, ids["mid"])]  # never the small one: under INDEX_FROM
+    assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["mid"])]  # never the small one: under INDEX_FROM
     assert own_indexes(url) == {index_name(TABLE, ids["big"]), index_name(TABLE, ids["mid"])}
 
 
@@ -110,13 +93,13 @@ def test_a_deleted_agents_index_is_dropped_and_a_build_cut_short_is_built_again(
     url, ids = agents
     monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 2)
     indexes = OwnIndexes()
-    maintain(url, indexes)
+    build_own_indexes(url, indexes)
     big = index_name(TABLE, ids["big"])
     # what a build interrupted by a stop or a crash leaves behind
     run_sql(url, f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = CAST('{big}' AS regclass)")
     run_sql(url, "DELETE FROM agents WHERE id = :id", {"id": ids["mid"]})
 
-    assert maintain(url, indexes) == [big]
+    assert build_own_indexes(url, indexes) == [big]
     assert own_indexes(url) == {big}
     assert indexes.has(TABLE, ids["big"]) and not indexes.has(TABLE, ids["mid"])
     assert run_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = CAST('{big}' AS regclass)") == [(True,)]
@@ -193,8 +176,8 @@ def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it
 def test_a_larger_agent_takes_the_place_of_the_smallest_when_the_cap_is_reached(agents) -> None:
     url, ids = agents
     indexes = OwnIndexes()
-    assert maintain(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one
+    assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one
     run_sql(url, GROW, {"agent": ids["mid"], "rows": SIZES["big"] - SIZES["mid"] + 100})  # mid outgrows big
-    assert maintain(url, indexes) == [index_name(TABLE, ids["mid"])]
+    assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["mid"])]
     assert own_indexes(url) == {index_name(TABLE, ids["mid"])}
     assert indexes.has(TABLE, ids["mid"]) and not indexes.has(TABLE, ids["big"])

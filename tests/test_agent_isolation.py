@@ -3,7 +3,6 @@ hybrid statement's vector side (an exact scan, or the agent's own HNSW index), w
 as close to the query as its own — and its text side reads only its own rows from the full-text index."""
 
 import asyncio
-import json
 import uuid
 
 import pytest
@@ -15,7 +14,7 @@ from app.memory.agent_indexes import OwnIndexes
 from app.memory.models import ArchivalPassage
 from app.memory.repository import PassageRepository
 from app.settings import E5_DIM
-from tests.conftest import create_database, run_sql
+from tests.conftest import build_own_indexes, create_database, plan_nodes, run_sql
 
 AGENTS = 1000
 PASSAGES_PER_AGENT = 12
@@ -80,7 +79,7 @@ def test_search_never_returns_another_agents_rows(crowded_database: str, route: 
         monkeypatch.setattr(agent_indexes, "INDEX_FROM", PASSAGES_PER_AGENT)
         monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 20)
         indexes = OwnIndexes()
-        built = asyncio.run(_maintain(crowded_database, indexes))
+        built = build_own_indexes(crowded_database, indexes)
         assert len(built) == 20
         monkeypatch.setattr(hybrid, "OWN_INDEXES", indexes)
         rows = [(agent_id, n) for agent_id, n in rows if indexes.has("archival_passages", agent_id)]
@@ -90,24 +89,10 @@ def test_search_never_returns_another_agents_rows(crowded_database: str, route: 
     assert short == 0  # each agent finds K of its own rows: the filter is not hiding a failed search
 
 
-async def _maintain(url: str, indexes: OwnIndexes) -> list[str]:
-    engine = db.create_engine(url)
-    try:
-        return await agent_indexes.maintain_once(engine, indexes)
-    finally:
-        await engine.dispose()
-
-
 def test_text_index_returns_only_the_agents_own_rows(crowded_database: str) -> None:
     """ "shared" is in all 12,000 rows; the index, asked for the term and the agent, gives back the agent's 12."""
     [(agent_id,)] = run_sql(crowded_database, "SELECT id FROM agents WHERE name = 'crowd 7'")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[1.0] * E5_DIM, terms=["shared"], k=K, mode="text")
-    [(plan,)] = run_sql(crowded_database, f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-    [explained] = json.loads(plan) if isinstance(plan, str) else plan
-    text_scans = [node for node in _nodes(explained["Plan"]) if node.get("Index Name") == "ix_archival_passages_agent_tsv"]
+    nodes = plan_nodes(crowded_database, sql, params)
+    text_scans = [node for node in nodes if node.get("Index Name") == "ix_archival_passages_agent_tsv"]
     assert [node["Actual Rows"] for node in text_scans] == [PASSAGES_PER_AGENT]
-
-
-def _nodes(node: dict) -> list[dict]:
-    """A plan node (EXPLAIN's JSON) and every node under it."""
-    return [node] + [below for child in node.get("Plans", []) for below in _nodes(child)]

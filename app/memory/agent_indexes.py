@@ -77,11 +77,11 @@ async def _catalog(conn: AsyncConnection) -> dict[str, bool]:
     rows = await conn.execute(
         text(
             "SELECT c.relname, i.indisvalid AND i.indisready FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "WHERE i.indrelid IN (CAST('archival_passages' AS regclass), CAST('messages' AS regclass)) "
-            "AND c.relname ~ '^ix_[a-z_]+_agent_[0-9a-f]{32}$'"
-        )
+            "WHERE i.indrelid = ANY(CAST(:tables AS regclass[])) AND c.relname ~ :name"
+        ),
+        {"tables": list(TABLES), "name": NAME.pattern},  # the pattern reads the same in Python and PostgreSQL
     )
-    return {name: bool(valid) for name, valid in rows.all() if NAME.match(name)}
+    return {name: bool(valid) for name, valid in rows.all()}
 
 
 async def drop_own_indexes(conn: AsyncConnection) -> None:
