@@ -4,6 +4,7 @@ the search read most of a large agent's rows. Checked with the real statement, o
 
 import uuid
 
+import numpy as np
 from fastapi.testclient import TestClient
 
 from app.memory import hybrid
@@ -57,3 +58,14 @@ def test_a_short_passage_stays_whole_in_its_row(client: TestClient, agent: dict,
     )
     assert 2100 < row_bytes < 4080
     assert compressed == [None, None, None]
+
+
+def test_the_query_vector_reaches_postgresql_unchanged(database_url: str) -> None:
+    """The search sends its vector as text with 9 significant digits (half the cost of `str()` of the list): enough
+    for every float4 pgvector stores to come back bit for bit."""
+    vector = np.random.default_rng(7).standard_normal(E5_DIM).astype(np.float32)
+    vector[:4] = [1e-12, -3.4e38, 1.17549435e-38, 0.1]  # tiny, huge, smallest normal, inexact in binary
+    [(stored,)] = run_sql(
+        database_url, "SELECT CAST(CAST(:v AS vector) AS real[])", {"v": hybrid.vector_literal(vector.tolist())}
+    )
+    assert np.array_equal(np.asarray(stored, dtype=np.float32), vector)
