@@ -20,7 +20,8 @@ SEARCH_SECONDS = Histogram(
 LOCK_WAIT_SECONDS = Histogram("engram_turn_lock_wait_seconds", "Time a turn waited for its agent's lock", ["outcome"])
 TURN_PHASE_SECONDS = Histogram(
     "engram_turn_phase_seconds",
-    "Where a turn's time goes: begin (store the message), embed_query, recollect, context, llm, step (tools + commit), finish",
+    "Where a turn's time goes: begin (store the message), embed_query, context (the first step's includes recollect), "
+    "recollect, llm, step (tools + commit; the last one concludes the turn), finish",
     ["phase"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )

@@ -304,3 +304,34 @@ def test_a_blank_message_is_refused_before_any_llm_call(client: TestClient, agen
         assert problem["type"] == "error" and problem["code"] == "invalid_request" and "blank" in problem["detail"]
     assert llm.requests == []
     assert client.get(f"/v1/agents/{agent['id']}/messages").json()["items"] == []
+
+
+def test_a_reply_step_that_cannot_commit_leaves_the_turn_interrupted_once(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str
+) -> None:
+    """The turn is concluded in the transaction of the step that replied; when that transaction fails, its closing
+    event goes with it, and the turn ends once, as interrupted, with the user's message kept."""
+    run_sql(
+        database_url,
+        "CREATE FUNCTION refuse_end_turn() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN RAISE EXCEPTION 'refused for the test'; END $$",
+    )
+    run_sql(
+        database_url,
+        "CREATE TRIGGER refuse_end_turn BEFORE UPDATE ON turns FOR EACH ROW"
+        " WHEN (NEW.stop_reason = 'end_turn') EXECUTE FUNCTION refuse_end_turn()",
+    )
+    try:
+        llm.reset(tools(call("send_message", text="Hello!")))
+        response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hi there"})
+    finally:
+        run_sql(database_url, "DROP TRIGGER refuse_end_turn ON turns")
+        run_sql(database_url, "DROP FUNCTION refuse_end_turn()")
+    assert response.status_code == 503, response.text
+    [(turn_id,)] = run_sql(database_url, "SELECT id FROM turns WHERE agent_id = :agent", {"agent": uuid.UUID(agent["id"])})
+    turn = client.get(f"/v1/agents/{agent['id']}/turns/{turn_id}").json()
+    assert turn["stop_reason"] == "interrupted"
+    assert event_types(turn).count("turn_completed") == 1 and event_types(turn)[-1] == "turn_completed"
+    assert turn["events"][-1]["stop_reason"] == "interrupted"
+    messages = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "hi there")]

@@ -10,6 +10,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from app.agents.models import Agent
 from app.agents.service import find_agent, move_context_start, running_agent
 from app.chat import tools
@@ -58,6 +60,9 @@ MAX_NO_TOOL_STEPS = 2
 @dataclass
 class _ChatState(TurnState):
     user_seq: int = 0
+    message: str = ""
+    unembedded: list[tuple[uuid.UUID, str]] = field(default_factory=list)  # messages stored, their vectors not asked for
+    recollect_with: list[float] | None = None  # the query vector, until the first step's context recollects with it
     memories: str | None = None  # recollections put into the prompt for this turn
     sent: list[str] = field(default_factory=list)
 
@@ -94,18 +99,19 @@ class TurnRunner:
             query = asyncio.ensure_future(self._query_vector(message)) if self.settings.auto_retrieval else None
             try:
                 with turn_phase("begin"):
-                    state = await self._begin(agent_id, turn_id or uuid.uuid4(), message, idempotency_key)
+                    state, user_message = await self._begin(agent_id, turn_id or uuid.uuid4(), message, idempotency_key)
             except BaseException:
                 if query is not None:
                     query.cancel()
                 raise
+            # The message's vector for recall search is computed while the LLM answers (or once the turn ends, if it
+            # never asks): before, it would take the cores from the query's embedding and the first step's reads.
+            state.unembedded.append((user_message, message))
             try:
                 if query is not None:
                     with turn_phase("embed_query"):
                         query_vector = await query
-                    if query_vector is not None:
-                        with turn_phase("recollect"):
-                            state.memories = await self._recollect(state, message, query_vector)
+                    state.recollect_with = query_vector
                 stop = await self._steps(state)
             except asyncio.CancelledError:
                 await asyncio.shield(self._finish(state, "cancelled"))
@@ -140,10 +146,12 @@ class TurnRunner:
             log.warning("could not embed the user's message; no automatic recollection this turn", exc_info=True)
             return None
 
-    async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> _ChatState:
+    async def _begin(self, agent_id: uuid.UUID, turn_id: uuid.UUID, text: str, key: str | None) -> tuple[_ChatState, uuid.UUID]:
+        """The turn's state, and the id of the user's message, stored."""
         state = _ChatState(
             agent_id=agent_id,
             turn_id=turn_id,
+            message=text,
             outlet=self.outlet,
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
@@ -161,8 +169,7 @@ class TurnRunner:
             )
             state.user_seq = user.seq or 0
             state.emit(TurnStarted, message=text, demo_model=self.llm.demo_model if self.llm else None)
-        self.vectors.later(user.id, text)
-        return state
+        return state, user.id
 
     async def _steps(self, state: _ChatState) -> StopReason:
         assert self.llm is not None
@@ -176,6 +183,7 @@ class TurnRunner:
             agent, view = fitted
             state.steps = step
             llm_messages = view.openai_messages()
+            self._embed_messages(state)
             try:
                 with turn_phase("llm"):
                     completion = await self.llm.complete(
@@ -200,15 +208,12 @@ class TurnRunner:
                 return "end_turn"
         return "max_steps"
 
-    async def _recollect(self, state: _ChatState, message: str, embedding: list[float]) -> str | None:
-        async with transaction(self.sessions) as session:
-            agent = await running_agent(session, state.agent_id)
-            if agent is None:
-                return None
+    async def _recollect(self, session: AsyncSession, agent: Agent, state: _ChatState, embedding: list[float]) -> str | None:
+        with turn_phase("recollect"):
             found = await recollect(
                 session,
                 agent.id,
-                message,
+                state.message,
                 embedding,
                 embedder=self.embedder,
                 k=self.settings.auto_retrieval_k,
@@ -222,6 +227,9 @@ class TurnRunner:
             agent = await running_agent(session, state.agent_id)
             if agent is None:
                 return None
+            if state.recollect_with is not None:  # the first step: memories for the whole turn, in the same read
+                state.memories = await self._recollect(session, agent, state, state.recollect_with)
+                state.recollect_with = None
             view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
         cut = eviction_cut(view, self.settings, state.user_seq) if needs_eviction(view, self.settings) else None
         if cut is None:
@@ -298,11 +306,19 @@ class TurnRunner:
                     state.sent.append(text)
                     state.emit(MessageEvent, step=step, text=text)
                     sent = True
+            if sent:  # the turn ends with the step that replied, in its transaction
+                await state.conclude(session, "end_turn", state.reply)
         if recall_text:
             self.vectors.later(assistant.id, recall_text)
         return sent
 
+    def _embed_messages(self, state: _ChatState) -> None:
+        for message_id, text in state.unembedded:
+            self.vectors.later(message_id, text)
+        state.unembedded.clear()
+
     async def _finish(self, state: _ChatState, stop: StopReason) -> TurnResult:
+        self._embed_messages(state)
         TURNS.labels(stop).inc()
         TURN_STEPS.observe(state.steps)
         return await state.finish(self.sessions, stop, state.reply)

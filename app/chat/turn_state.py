@@ -62,6 +62,8 @@ class TurnState:
     usage: Usage = field(default_factory=Usage)
     deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
     steps: int = 0
+    concluded: bool = False  # the closing event and the outcome are stored
+    _closing: Event | None = None  # the closing event, until its transaction commits
 
     def budget_left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -85,31 +87,49 @@ class TurnState:
     async def committing(self, sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
         """A transaction that also stores the turn's new events. Watchers see them only once it has committed,
         so what they saw is always what replay shows."""
-        async with transaction(sessions) as session:
-            yield session
-            saving = list(self.unsaved)
-            if saving:
-                await TurnRepository(session).add_events(self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving])
-                await self.outlet.stored(session, self.turn_id, self.agent_id, saving)
+        try:
+            async with transaction(sessions) as session:
+                yield session
+                saving = list(self.unsaved)
+                if saving:
+                    await TurnRepository(session).add_events(
+                        self.turn_id, self.agent_id, [e.model_dump(mode="json") for e in saving]
+                    )
+                    await self.outlet.stored(session, self.turn_id, self.agent_id, saving)
+        except BaseException:
+            if self._closing is not None:  # the outcome was not stored: the turn is not over, its close is undone
+                self.events.remove(self._closing)
+                if self._closing in self.unsaved:
+                    self.unsaved.remove(self._closing)
+                self._closing = None
+            raise
         self.unsaved = self.unsaved[len(saving) :]
+        self.concluded = self._closing is not None
         self.outlet.committed(saving)
 
     async def finish(
         self, sessions: async_sessionmaker[AsyncSession], stop: StopReason, reply: str, *, through_seq: int | None = None
     ) -> TurnResult:
-        """The closing event and the turn's outcome, stored together (nothing, when the agent was deleted meanwhile)."""
-        self.emit(TurnCompleted, stop_reason=stop, reply=reply, usage=self.usage)
-        async with self.committing(sessions) as session:
-            turn = await TurnRepository(session).get(self.agent_id, self.turn_id)
-            if turn is not None:
-                turn.status, turn.stop_reason, turn.reply = turn_status(stop), stop, reply
-                turn.usage, turn.finished_at = self.usage.model_dump(), utcnow()
-                if through_seq is not None:
-                    turn.through_seq = through_seq
-                session.add(turn)
-            else:
-                self.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
+        """The closing event and the turn's outcome, stored together in a transaction of their own — unless the turn
+        was concluded already, in its last step's."""
+        if not self.concluded:
+            async with self.committing(sessions) as session:
+                await self.conclude(session, stop, reply, through_seq=through_seq)
         return TurnResult(self.turn_id, self.events)
+
+    async def conclude(self, session: AsyncSession, stop: StopReason, reply: str, *, through_seq: int | None = None) -> None:
+        """The closing event and the turn's outcome in the caller's committing() transaction (nothing, when the agent
+        was deleted meanwhile)."""
+        self._closing = self.emit(TurnCompleted, stop_reason=stop, reply=reply, usage=self.usage)
+        turn = await TurnRepository(session).get(self.agent_id, self.turn_id)
+        if turn is not None:
+            turn.status, turn.stop_reason, turn.reply = turn_status(stop), stop, reply
+            turn.usage, turn.finished_at = self.usage.model_dump(), utcnow()
+            if through_seq is not None:
+                turn.through_seq = through_seq
+            session.add(turn)
+        else:
+            self.unsaved.clear()  # the agent, and with it the turn, was deleted: nothing to store
 
 
 def calls_of(completion: Completion, toolset: tools.Toolset) -> tuple[list[ToolCall], str]:
