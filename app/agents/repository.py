@@ -2,11 +2,15 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
+
+# Built once (every request looks its agent up): the statement's construction cost more than its compiled-cache hit.
+_BY_ID = select(Agent).where(col(Agent.id) == bindparam("agent_id"))
+_BY_ID_OF_TENANT = _BY_ID.where(col(Agent.tenant_id) == bindparam("tenant_id"))
 
 
 class AgentRepository:
@@ -15,12 +19,14 @@ class AgentRepository:
 
     async def get(self, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None, for_update: bool = False) -> Agent | None:
         """tenant_id: only an agent of this tenant (None: any, for internal callers that hold a checked id)."""
-        query = select(Agent).where(col(Agent.id) == agent_id)
-        if tenant_id is not None:
-            query = query.where(col(Agent.tenant_id) == tenant_id)
+        query, params = (
+            (_BY_ID, {"agent_id": agent_id})
+            if tenant_id is None
+            else (_BY_ID_OF_TENANT, {"agent_id": agent_id, "tenant_id": tenant_id})
+        )
         if for_update:
             query = query.with_for_update()
-        return (await self.session.scalars(query)).first()
+        return (await self.session.scalars(query, params)).first()
 
     async def named(self, tenant_id: uuid.UUID, name: str) -> Sequence[Agent]:
         query = select(Agent).where(col(Agent.tenant_id) == tenant_id, col(Agent.name) == name)

@@ -11,7 +11,7 @@ from app.pagination import Page
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERROR_RESPONSES)
 
 
-def get_agent_service(session: SessionDep) -> AgentService:
+async def get_agent_service(session: SessionDep) -> AgentService:
     return AgentService(session)
 
 

@@ -58,7 +58,7 @@ WS_AUTH_TIMEOUT_SECONDS = 10
 IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same key → same turn, never run twice")]
 
 
-def get_turn_streams(request: Request) -> TurnStreams:
+async def get_turn_streams(request: Request) -> TurnStreams:
     return runtime(request.app).turn_streams
 
 

@@ -1,4 +1,5 @@
-"""Request dependencies: one transaction per request, services built on it, and agent lookups that 404 once."""
+"""Request dependencies: one transaction per request, services built on it, and agent lookups that 404 once.
+Every dependency is `async def`, even one that awaits nothing: FastAPI runs a plain `def` in its thread pool."""
 
 import uuid
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from app.runtime import Runtime, runtime
 from app.settings import Settings
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     return runtime(request.app).settings
 
 
@@ -30,7 +31,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def get_embedder(request: Request) -> Embedder:
+async def get_embedder(request: Request) -> Embedder:
     return runtime(request.app).embedder
 
 
@@ -76,7 +77,7 @@ async def count_request(request: Request, principal: Principal) -> None:
         await meter.count_request()
 
 
-def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+async def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
     if not principal.admin:
         raise Forbidden("this needs the admin key (ENGRAM_ADMIN_KEY)")
     return principal
@@ -86,7 +87,7 @@ TenantDep = Annotated[Principal, Depends(tenant_principal)]
 AdminDep = Annotated[Principal, Depends(admin_principal)]
 
 
-def request_meter(request: Request, _: TenantDep) -> Meter | None:
+async def request_meter(request: Request, _: TenantDep) -> Meter | None:
     """The meter that counted this request, for the turn it starts."""
     return getattr(request.state, METER_STATE_KEY, None)
 
@@ -112,15 +113,15 @@ async def existing_agent_id(agent_id: Annotated[uuid.UUID, Path()], request: Req
 AgentIdDep = Annotated[uuid.UUID, Depends(existing_agent_id)]
 
 
-def get_core_memory(session: SessionDep) -> CoreMemory:
+async def get_core_memory(session: SessionDep) -> CoreMemory:
     return CoreMemory(session)
 
 
-def get_archival_memory(session: SessionDep, embedder: EmbedderDep) -> ArchivalMemory:
+async def get_archival_memory(session: SessionDep, embedder: EmbedderDep) -> ArchivalMemory:
     return ArchivalMemory(session, embedder)
 
 
-def get_recall_memory(session: SessionDep, embedder: EmbedderDep) -> RecallMemory:
+async def get_recall_memory(session: SessionDep, embedder: EmbedderDep) -> RecallMemory:
     return RecallMemory(session, embedder)
 
 

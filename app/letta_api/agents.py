@@ -79,7 +79,7 @@ class AgentStates:
         )
 
 
-def get_states(core: CoreMemoryDep, settings: SettingsDep, embedder: EmbedderDep) -> AgentStates:
+async def get_states(core: CoreMemoryDep, settings: SettingsDep, embedder: EmbedderDep) -> AgentStates:
     return AgentStates(core, settings, embedder)
 
 
