@@ -1,7 +1,8 @@
 """The agent loop: one turn = LLM step → tool calls → results fed back, until send_message or the step cap.
 
 Commits: the turn row, the user's message and `turn_started` before the first LLM call; then each step (its
-assistant message, tool results, memory edits and events) as one transaction; then the outcome.
+assistant message, tool results, memory edits and events) as one transaction, the step that replies with the turn's
+outcome; a turn that ends otherwise (an error, the step cap, a cancel) stores its outcome on its own.
 """
 
 import asyncio
