@@ -139,7 +139,9 @@ async def explained(sessions, agent_id: uuid.UUID, query: tuple[list[float], lis
 async def stored_vectors(sessions, agent_id: uuid.UUID) -> tuple[list[uuid.UUID], np.ndarray]:
     async with sessions() as session:
         rows = (
-            await session.execute(text("SELECT id, embedding FROM archival_passages WHERE agent_id = :a"), {"a": agent_id})
+            await (await session.connection()).execute(
+                text("SELECT id, embedding FROM archival_passages WHERE agent_id = :a"), {"a": agent_id}
+            )
         ).all()
     vectors = [json.loads(r.embedding) if isinstance(r.embedding, str) else r.embedding for r in rows]
     return [r.id for r in rows], np.asarray(vectors, dtype=np.float32)
