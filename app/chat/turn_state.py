@@ -62,8 +62,8 @@ class TurnState:
     usage: Usage = field(default_factory=Usage)
     deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
     steps: int = 0
-    concluded: bool = False  # the closing event and the outcome are stored
-    _closing: Event | None = None  # the closing event, until its transaction commits
+    concluded: bool = field(default=False, init=False)  # the closing event and the outcome are stored
+    _closing: Event | None = field(default=None, init=False, repr=False)  # the closing event, until its transaction commits
 
     def budget_left(self) -> float:
         left = self.deadline - time.monotonic()
