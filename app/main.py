@@ -1,7 +1,6 @@
 """The FastAPI application: create_app() and its lifespan (database, migrations, embedder, LLM client)."""
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -72,9 +71,6 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     origin = uuid.uuid4()
     relay = EventRelay(engine, sessions, hub, origin)
     relay.start()
-    # the pool is opened whole once the relay holds its own connection for good: from then on the count stays flat
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(relay.listening.wait(), timeout=5)
     await db.open_pool(engine, settings.db_pool_size)
     turn_tasks: DetachedTasks[TurnResult] = DetachedTasks()
     services = TurnServices(engine, sessions, embedder, llm, Broadcast(hub, origin), settings)

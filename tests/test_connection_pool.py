@@ -1,5 +1,6 @@
 """The service's pool to PostgreSQL has a fixed size: opened whole at start-up, the same after a burst (the
-connections of a peak beyond it are closed when returned), so the server's connection count stays flat."""
+connections of a peak beyond it are closed when returned), so the server's connection count stays flat. The event
+relay's LISTEN connection is its own, outside the pool: every pooled connection is there for requests."""
 
 import time
 import uuid
@@ -30,6 +31,8 @@ def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connection
         while backends(url, database) < expected and time.monotonic() < deadline:
             time.sleep(0.05)
         assert backends(url, database) == expected
+        pool = client.app.state.runtime.engine.pool
+        assert (pool.checkedin(), pool.checkedout()) == (POOL, 0)  # the relay holds none of them
 
         async def burst() -> None:  # twice the pool in use at once: overflow connections are opened
             async with AsyncExitStack() as held:

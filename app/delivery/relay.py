@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -21,6 +22,7 @@ from app.delivery.hub import EventHub
 log = logging.getLogger("engram.relay")
 CHANNEL = "engram_events"
 RECONNECT_SECONDS = 2.0
+CONNECT_SECONDS = 5.0
 
 
 async def announce(session: AsyncSession, origin: uuid.UUID, turn_id: uuid.UUID, agent_id: uuid.UUID, seqs: list[int]) -> None:
@@ -58,6 +60,7 @@ class EventRelay:
         self._notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.listening = asyncio.Event()  # set once the listener holds its connection
+        self._dsn = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     def start(self) -> None:
         self._tasks = [
@@ -73,14 +76,18 @@ class EventRelay:
     async def _listen_forever(self) -> None:
         while True:
             try:
-                async with self.engine.connect() as conn:
-                    raw: Any = (await conn.get_raw_connection()).driver_connection
+                # A connection of its own, outside the pool: held for good, it would be one pooled connection fewer
+                # for requests, and the pool could only be opened whole once the relay held it.
+                raw = await asyncpg.connect(self._dsn, timeout=CONNECT_SECONDS)
+                try:
                     closed = asyncio.get_running_loop().create_future()
                     raw.add_termination_listener(lambda _, closed=closed: closed.done() or closed.set_result(None))
                     await raw.add_listener(CHANNEL, self._on_notify)
                     log.info("listening for events of other replicas")
                     self.listening.set()
                     await closed  # until the connection is lost
+                finally:
+                    await asyncio.shield(raw.close(timeout=CONNECT_SECONDS))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database is down or restarting: try again
