@@ -52,14 +52,12 @@ class Broadcast:
 
 class EventRelay:
     def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], hub: EventHub, origin: uuid.UUID):
-        self.engine = engine
         self.sessions = sessions
         self.hub = hub
         self.origin = origin
         # Notifications arrive in commit order; one consumer keeps that order for the watchers.
         self._notes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
-        self.listening = asyncio.Event()  # set once the listener holds its connection
         self._dsn = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     def start(self) -> None:
@@ -84,7 +82,6 @@ class EventRelay:
                     raw.add_termination_listener(lambda _, closed=closed: closed.done() or closed.set_result(None))
                     await raw.add_listener(CHANNEL, self._on_notify)
                     log.info("listening for events of other replicas")
-                    self.listening.set()
                     await closed  # until the connection is lost
                 finally:
                     await asyncio.shield(raw.close(timeout=CONNECT_SECONDS))
