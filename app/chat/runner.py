@@ -106,7 +106,7 @@ class TurnRunner:
                     query.cancel()
                 raise
             # The message's vector for recall search is computed while the LLM answers (or once the turn ends, if it
-            # never asks): before, it would take the cores from the query's embedding and the first step's reads.
+            # never asks), as every message of the turn: before, it would take the cores from the query's embedding.
             state.unembedded.append((user_message, message))
             try:
                 if query is not None:
@@ -310,7 +310,7 @@ class TurnRunner:
             if sent:  # the turn ends with the step that replied, in its transaction
                 await state.conclude(session, "end_turn", state.reply)
         if recall_text:
-            self.vectors.later(assistant.id, recall_text)
+            state.unembedded.append((assistant.id, recall_text))
         return sent
 
     def _embed_messages(self, state: _ChatState) -> None:
