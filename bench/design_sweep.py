@@ -36,6 +36,7 @@ SENSITIVITY = {
     "k1": (0.9, 1.2, 1.6),
     "b": (0.5, 0.75, 0.9),
     "tokens": ("engram", "no-stemming", "no-stop-words"),
+    "date_share": (0.0, 0.1, 0.2, 0.3),
 }
 
 

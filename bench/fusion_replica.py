@@ -15,7 +15,7 @@ from functools import cached_property, partial
 
 import numpy as np
 
-from app.memory import hybrid, lexical
+from app.memory import hybrid, lexical, named_dates
 
 WORD = re.compile(r"\w+")
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
@@ -38,6 +38,7 @@ class Design:
     reply_share: float = hybrid.REPLY_SHARE
     reply_lead: int = hybrid.REPLY_LEAD
     reply_max_tokens: int = hybrid.REPLY_MAX_TOKENS  # a longer reply stands on its own
+    date_share: float = hybrid.DATE_SHARE  # added, at the end, to a row from a date the query names
 
     def but(self, **changes) -> "Design":
         return replace(self, **changes)
@@ -92,10 +93,11 @@ class Terms:
 
 
 class Indexed:
-    """One corpus as the service holds it: its passages and stored vectors, lexical statistics per tokenisation."""
+    """One corpus as the service holds it: its passages, stored vectors and dates (occurred_at, UTC), lexical
+    statistics per tokenisation."""
 
-    def __init__(self, passages: list[str], vectors: np.ndarray):
-        self.passages, self.vectors = passages, vectors
+    def __init__(self, passages: list[str], vectors: np.ndarray, dates: np.ndarray):
+        self.passages, self.vectors, self.dates = passages, vectors, dates
         self._terms: dict[str, Terms] = {}
 
     def terms(self, kind: str = "engram") -> Terms:
@@ -141,9 +143,19 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
     fused = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n
     if design.reply_share:
         pool, fused, sim = _with_replies(ix, pool, fused, cosine, bm25 / scale if scale > 0 else bm25 * 0, design)
+    fused = fused + design.date_share * _named(ix, query, pool)
     # ties: the higher cosine first, as the statement orders them
     order = np.lexsort((-sim, -fused))
     return [int(pool[i]) for i in order[:k]]
+
+
+def _named(ix: Indexed, query: str, rows: np.ndarray) -> np.ndarray:
+    """1 for each of `rows` that occurred within the span of a date the query names, else 0."""
+    hit = np.zeros(len(rows))
+    for start, stop in named_dates.spans(query):
+        when = ix.dates[rows]
+        hit[(when >= np.datetime64(start.replace(tzinfo=None))) & (when < np.datetime64(stop.replace(tzinfo=None)))] = 1
+    return hit
 
 
 def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.ndarray, lex_n: np.ndarray, design: Design):

@@ -157,7 +157,7 @@ def main() -> None:
             for s in sets:
                 for corpus in s.corpora:
                     agents[corpus.name] = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
-                    import_passages(client, agents[corpus.name], corpus.passages)
+                    import_passages(client, agents[corpus.name], corpus.passages, corpus.dates)
                     if isinstance(embedder, CachedEmbedder):
                         embedder.save()
             if not args.no_sweep:

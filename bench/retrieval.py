@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC
 from functools import cached_property
 from pathlib import Path
 
@@ -106,13 +107,15 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, da
     async with sessions() as session:  # the stored vectors, as the baselines' input
         rows = (
             await session.execute(
-                text("SELECT id, content, embedding::text FROM archival_passages WHERE agent_id = :a"), {"a": agent.id}
+                text("SELECT id, content, embedding::text, occurred_at FROM archival_passages WHERE agent_id = :a"),
+                {"a": agent.id},
             )
         ).all()
-    by_id = {r[0]: (r[1], np.asarray(json.loads(r[2]), dtype=np.float32)) for r in rows}
+    by_id = {r[0]: (r[1], np.asarray(json.loads(r[2]), dtype=np.float32), r[3]) for r in rows}
     contents = [by_id[i][0] for i in ids]
     vectors = np.stack([by_id[i][1] for i in ids])
-    return Stored(corpus, agent.id, ids, turns, fusion_replica.Indexed(contents, vectors))
+    occurred = np.array([by_id[i][2].astimezone(UTC).replace(tzinfo=None) for i in ids], dtype="datetime64[us]")
+    return Stored(corpus, agent.id, ids, turns, fusion_replica.Indexed(contents, vectors, occurred))
 
 
 async def search(
@@ -133,7 +136,7 @@ async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, bat
     """Per method: recall@KS per question (with its category); hybrid latencies; the stored corpora."""
     stored = []
     for i, corpus in enumerate(retrieval_set.corpora, 1):
-        stored.append(await ingest(sessions, embedder, corpus, batch))
+        stored.append(await ingest(sessions, embedder, corpus, batch, dated=True))  # dated as the set dates it
         if isinstance(embedder, CachedEmbedder):
             embedder.save()
         print(f"  {retrieval_set.name}: ingested {i}/{len(retrieval_set.corpora)}", file=sys.stderr)

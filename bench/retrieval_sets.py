@@ -4,7 +4,7 @@ as a user would store them), each with questions whose evidence is a set of pass
 - LongMemEval_S dev (`../shared/data/longmemeval_s_dev28.json`): one corpus per question (its ~500-turn haystack),
   evidence = turns marked `has_answer`, category = `question_type`.
 - LoCoMo dev (`../shared/data/locomo_dev5.json`): one corpus per conversation (~400-700 short turns), its questions
-  of categories 1-4 (5, adversarial, has no evidence), evidence = their `dia_id`s.
+  of categories 1-4 (5, adversarial, has no evidence), evidence = their `dia_id`s; each turn dated by its session.
 - Japanese (`tests/data/multilingual_memory.json`): one corpus of 40 facts, 44 questions in other words, category =
   kind (ja, en-ja, ja-en, mixed); its `unrelated` questions have no evidence (the recollection gate's test).
 """
@@ -38,7 +38,7 @@ class Corpus:
     name: str
     passages: list[str]
     questions: list[Question] = field(default_factory=list)
-    dates: list[datetime] | None = None  # LongMemEval: per passage, the date of its haystack session
+    dates: list[datetime] | None = None  # per passage, when it was said (its session's date)
 
 
 def _longmemeval_date(value: str) -> datetime:
@@ -81,16 +81,23 @@ def longmemeval(path: Path = LONGMEMEVAL, limit: int | None = None) -> Retrieval
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
 
 
+def _locomo_date(value: str) -> datetime:
+    """ "1:56 pm on 8 May, 2023" (no zone given: UTC)."""
+    return datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
 def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
     corpora = []
     for sample in json.loads(path.read_text())[: limit or None]:
-        conversation, passages, index = sample["conversation"], [], {}
+        conversation, passages, index, dates = sample["conversation"], [], {}, []
         sessions = sorted((int(k.split("_")[1]), v) for k, v in conversation.items() if re.fullmatch(r"session_\d+", k))
-        for _, turns in sessions:
+        for number, turns in sessions:
+            when = _locomo_date(conversation[f"session_{number}_date_time"])
             for turn in turns:
                 index[turn["dia_id"]] = len(passages)
                 passages.append(f"{turn['speaker']}: {turn['text']}")
-        corpus = Corpus(f"locomo {sample['sample_id']}", passages)
+                dates.append(when)
+        corpus = Corpus(f"locomo {sample['sample_id']}", passages, dates=dates)
         for qa in sample["qa"]:
             # evidence ids are sometimes written "D8:6; D9:17" or "D:11:26"
             ids = {f"D{s}:{t}" for e in qa.get("evidence", []) for s, t in _DIA_ID.findall(e)}

@@ -49,10 +49,10 @@ class HandPlacedEmbedder:
     model, dim = "hand-placed", E5_DIM
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [(VECTORS | CHAT)[t] for t in texts]
+        return [(VECTORS | CHAT | DATED)[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
-        return (VECTORS | CHAT)[text]
+        return (VECTORS | CHAT | DATED)[text]
 
 
 @pytest.fixture
@@ -148,3 +148,32 @@ def test_long_lines_stand_on_their_own(hand_placed: TestClient) -> None:
     base = store(hand_placed, [*SMALL_TALK[:2], ASKED, LONG_REPLY, LONG_ASKED, REPLY, *SMALL_TALK[2:]])
     order = search(hand_placed, base, "hybrid", CONTEST)
     assert set(order[:2]) == {ASKED, LONG_ASKED} and set(order[-2:]) == {REPLY, LONG_REPLY}, order
+
+
+ON_THE_DAY = "What did Jon find for the studio on 3 May, 2023?"
+IN_THE_MONTH = "What did Jon find for the studio in May 2023?"
+FOUND = "Jon: I found a great deal on floor mats for the studio!"  # said on 3 May
+FOUND_BEFORE = "Jon: I found some old mirrors for the studio."  # said in April, a little closer in meaning
+DATED = {
+    ON_THE_DAY: unit(e0=1.0),
+    IN_THE_MONTH: unit(e0=1.0),
+    FOUND: unit(e0=0.8, e12=0.6),
+    FOUND_BEFORE: unit(e0=0.85, e13=0.527),
+    "What did Jon find for the studio?": unit(e0=1.0),
+}
+
+
+def test_a_memory_from_the_date_the_query_names_gains(hand_placed: TestClient) -> None:
+    agent = hand_placed.post("/v1/agents", json={"name": "dated"}).json()
+    base = f"/v1/agents/{agent['id']}/archival"
+    items = [
+        {"content": FOUND_BEFORE, "occurred_at": "2023-04-20T18:00:00Z"},
+        {"content": FOUND, "occurred_at": "2023-05-03T23:30:00-04:00"},  # 4 May in UTC: within the day's tolerance
+        *({"content": line, "occurred_at": "2023-05-03T12:00:00Z"} for line in SMALL_TALK),
+    ]
+    assert hand_placed.post(f"{base}/batch", json={"items": items}).status_code == 201
+    assert search(hand_placed, base, "hybrid", ON_THE_DAY)[:2] == [FOUND, FOUND_BEFORE]
+    assert search(hand_placed, base, "hybrid", IN_THE_MONTH)[:2] == [FOUND, FOUND_BEFORE]
+    # Without a date, and in the vector mode, each ranks on its content alone.
+    assert search(hand_placed, base, "hybrid", "What did Jon find for the studio?")[:2] == [FOUND_BEFORE, FOUND]
+    assert search(hand_placed, base, "vector", ON_THE_DAY)[:2] == [FOUND_BEFORE, FOUND]

@@ -11,7 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
 from app.llm.embeddings import Embedder
-from app.memory import lexical
+from app.memory import lexical, named_dates
 from app.memory.hybrid import Hit, Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
 from app.memory.repository import (
@@ -245,6 +245,7 @@ class ArchivalMemory:
             agent_id,
             embedding=embedding,
             terms=lexical.query_terms(query),
+            dates=named_dates.spans(query),
             k=k,
             tags=normalise_tags(tags or []),
             after=after,
@@ -315,6 +316,7 @@ class RecallMemory:
             agent_id,
             embedding=embedding,
             terms=lexical.query_terms(query),
+            dates=named_dates.spans(query),
             k=k,
             below_seq=below_seq,
             after=after,
