@@ -37,6 +37,7 @@ SENSITIVITY = {
     "b": (0.5, 0.75, 0.9),
     "tokens": ("engram", "no-stemming", "no-stop-words"),
     "date_share": (0.0, 0.1, 0.2, 0.3),
+    "speaker_share": (0.0, 0.02, 0.05, 0.1, 0.15, 0.2),
 }
 
 

@@ -15,9 +15,10 @@ from functools import cached_property, partial
 
 import numpy as np
 
-from app.memory import hybrid, lexical, named_dates
+from app.memory import hybrid, lexical, named_dates, named_speakers
 
 WORD = re.compile(r"\w+")
+SPEAKER_LABEL = re.compile(r"([^:\n]{1,40}):\s")  # named_speakers.SPEAKER_LABEL_SQL, in Python
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
 RRF_K, RRF_CANDIDATES = 60, 100
 
@@ -39,6 +40,7 @@ class Design:
     reply_lead: int = hybrid.REPLY_LEAD
     reply_max_tokens: int = hybrid.REPLY_MAX_TOKENS  # a longer reply stands on its own
     date_share: float = hybrid.DATE_SHARE  # added, at the end, to a row from a date the query names
+    speaker_share: float = hybrid.SPEAKER_SHARE  # added, at the end, to a row said by a speaker the query names
 
     def but(self, **changes) -> "Design":
         return replace(self, **changes)
@@ -98,6 +100,7 @@ class Indexed:
 
     def __init__(self, passages: list[str], vectors: np.ndarray, dates: np.ndarray):
         self.passages, self.vectors, self.dates = passages, vectors, dates
+        self.speakers = [(m.group(1).lower() if (m := SPEAKER_LABEL.match(p)) else None) for p in passages]
         self._terms: dict[str, Terms] = {}
 
     def terms(self, kind: str = "engram") -> Terms:
@@ -143,7 +146,7 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
     fused = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n
     if design.reply_share:
         pool, fused, sim = _with_replies(ix, pool, fused, cosine, bm25 / scale if scale > 0 else bm25 * 0, design)
-    fused = fused + design.date_share * _named(ix, query, pool)
+    fused = fused + design.date_share * _named(ix, query, pool) + design.speaker_share * _spoken(ix, query, pool)
     # ties: the higher cosine first, as the statement orders them
     order = np.lexsort((-sim, -fused))
     return [int(pool[i]) for i in order[:k]]
@@ -156,6 +159,12 @@ def _named(ix: Indexed, query: str, rows: np.ndarray) -> np.ndarray:
         when = ix.dates[rows]
         hit[(when >= np.datetime64(start.replace(tzinfo=None))) & (when < np.datetime64(stop.replace(tzinfo=None)))] = 1
     return hit
+
+
+def _spoken(ix: Indexed, query: str, rows: np.ndarray) -> np.ndarray:
+    """1 for each of `rows` said by a speaker the query names (its label, as SPEAKER_LABEL_SQL reads it), else 0."""
+    named = set(named_speakers.speakers(query))
+    return np.array([1.0 if ix.speakers[i] in named else 0.0 for i in rows])
 
 
 def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.ndarray, lex_n: np.ndarray, design: Design):

@@ -49,10 +49,10 @@ class HandPlacedEmbedder:
     model, dim = "hand-placed", E5_DIM
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [(VECTORS | CHAT | DATED)[t] for t in texts]
+        return [(VECTORS | CHAT | DATED | SPOKEN)[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
-        return (VECTORS | CHAT | DATED)[text]
+        return (VECTORS | CHAT | DATED | SPOKEN)[text]
 
 
 @pytest.fixture
@@ -177,3 +177,45 @@ def test_a_memory_from_the_date_the_query_names_gains(hand_placed: TestClient) -
     # Without a date, and in the vector mode, each ranks on its content alone.
     assert search(hand_placed, base, "hybrid", "What did Jon find for the studio?")[:2] == [FOUND_BEFORE, FOUND]
     assert search(hand_placed, base, "vector", ON_THE_DAY)[:2] == [FOUND_BEFORE, FOUND]
+
+
+ASKED_BY_USER = "How much were the mats?"
+IN_FIRST_PERSON = "How much did I pay for the mats?"
+IN_SECOND_PERSON = "How much did you say the mats were?"
+NAMING_JON = "What did Jon say about the mats?"
+USER_SAID, ASSISTANT_SAID = "user: The mats were 40 dollars.", "assistant: The mats were 40 dollars!"
+JON_SAID, GINA_SAID = "Jon: The mats were 40 dollars.", "Gina: The mats were 40 dollars!"
+SPOKEN = {
+    **{q: unit(e0=1.0) for q in (ASKED_BY_USER, IN_FIRST_PERSON, IN_SECOND_PERSON, NAMING_JON)},
+    # the other speaker's line a little closer in meaning: on its own it ranks first
+    USER_SAID: unit(e0=0.8, e14=0.6),
+    ASSISTANT_SAID: unit(e0=0.81, e15=0.586),
+    JON_SAID: unit(e0=0.8, e14=0.6),
+    GINA_SAID: unit(e0=0.81, e15=0.586),
+    "The mats were 40 dollars.": unit(e0=0.8, e14=0.6),
+    "The mats were 40 dollars!": unit(e0=0.81, e15=0.586),
+}
+
+
+def test_a_line_by_the_speaker_the_query_names_gains(hand_placed: TestClient) -> None:
+    base = store(hand_placed, [USER_SAID, ASSISTANT_SAID, *SMALL_TALK])
+    assert search(hand_placed, base, "hybrid", ASKED_BY_USER)[:2] == [ASSISTANT_SAID, USER_SAID]
+    assert search(hand_placed, base, "hybrid", IN_FIRST_PERSON)[:2] == [USER_SAID, ASSISTANT_SAID]
+    base = store(hand_placed, [GINA_SAID, JON_SAID, *SMALL_TALK])
+    assert search(hand_placed, base, "hybrid", NAMING_JON)[:2] == [JON_SAID, GINA_SAID]
+    assert search(hand_placed, base, "vector", NAMING_JON)[:2] == [GINA_SAID, JON_SAID]
+
+
+def test_in_recall_memory_the_speaker_is_the_role(hand_placed: TestClient) -> None:
+    agent = hand_placed.post("/v1/agents", json={"name": "spoken"}).json()
+    said = [
+        {"role": "user", "content": "The mats were 40 dollars."},
+        {"role": "assistant", "content": "The mats were 40 dollars!"},
+    ]
+    small_talk = [{"role": "user", "content": line} for line in SMALL_TALK]
+    assert hand_placed.post(f"/v1/agents/{agent['id']}/messages", json={"messages": said + small_talk}).status_code == 201
+    base = f"/v1/agents/{agent['id']}/messages"
+    user, assistant = said[0]["content"], said[1]["content"]
+    assert search(hand_placed, base, "hybrid", ASKED_BY_USER)[:2] == [assistant, user]
+    assert search(hand_placed, base, "hybrid", IN_FIRST_PERSON)[:2] == [user, assistant]
+    assert search(hand_placed, base, "hybrid", IN_SECOND_PERSON)[:2] == [assistant, user]

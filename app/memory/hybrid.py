@@ -62,6 +62,8 @@ REPLY_WINDOW = 3
 REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
 # Added to the fused score of a row from a date the query names ("on 3 May, 2023"; app/memory/named_dates.py).
 DATE_SHARE = 0.2
+# Added to the fused score of a row said by someone the query names ("What did Caroline…"; "my…": the user's).
+SPEAKER_SHARE = 0.05
 QUESTION_PATTERN = r"[?？]\s*$"
 
 Mode = Literal["hybrid", "vector", "text"]
@@ -88,16 +90,16 @@ vec AS (
 )"""
 
 
-def _fused(table: str, vector_weight: float, dated: bool) -> str:
+def _fused(table: str, vector_weight: float, bonus: str) -> str:
     """Both candidate lists with their cosine and BM25, and the fused score: the cosine min-max normalised over
-    the candidates, BM25 as a share of the query's bound (see `bound`). `named`: what a row gains at the end for
-    being from a date the query names (`dated`; see `_named`)."""
+    the candidates, BM25 as a share of the query's bound (see `bound`). `bonus`: what a row `t` gains at the end
+    (see `_bonus`)."""
     return f"""
 pool AS (
     SELECT t.id,
            1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity,  -- NULL: not embedded (yet)
            coalesce(b.score, 0) AS bm25,
-           {_named("t") if dated else "0"} AS named
+           {bonus} AS bonus
     FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
 ), norms AS (
     SELECT min(similarity) AS low, max(similarity) AS high,
@@ -108,21 +110,27 @@ pool AS (
            -- a row without a vector gets no vector share, and does not stretch the others' range
            {vector_weight} * CASE WHEN similarity IS NULL THEN 0 ELSE coalesce((similarity - low) / nullif(high - low, 0), 1) END
            + {1 - vector_weight} * coalesce(bm25 / lexical_scale, 0) AS score,
-           named
+           bonus
     FROM pool CROSS JOIN norms
 )"""
 
 
-def _named(row: str) -> str:
-    """DATE_SHARE if `row` occurred within one of the spans of the dates the query names (app/memory/named_dates.py;
-    bound as :named_from and :named_to), else 0."""
-    return f"""CASE WHEN EXISTS (
+def _bonus(dated: bool, speaker: str | None) -> str:
+    """What a row `t` gains after fusion and replies: DATE_SHARE if it occurred within a span of the dates the
+    query names (app/memory/named_dates.py; bound as :named_from and :named_to), SPEAKER_SHARE if its speaker
+    (`speaker`, an SQL expression over `t`) is one the query names (app/memory/named_speakers.py; :speakers)."""
+    terms = []
+    if dated:
+        terms.append(f"""CASE WHEN EXISTS (
                SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
-               WHERE {row}.occurred_at >= d.start AND {row}.occurred_at < d.stop
-           ) THEN {_float(DATE_SHARE)} ELSE 0 END"""
+               WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
+           ) THEN {_float(DATE_SHARE)} ELSE 0 END""")
+    if speaker:
+        terms.append(f"CASE WHEN {speaker} = ANY(CAST(:speakers AS text[])) THEN {_float(SPEAKER_SHARE)} ELSE 0 END")
+    return " + ".join(terms) or "0"
 
 
-def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float, dated: bool) -> str:
+def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float, bonus: str) -> str:
     """A short row that follows a short question among the top REPLY_LEAD candidates (a reply: the first row the
     search admits among the agent's REPLY_WINDOW next in `sequence` order; both at most REPLY_MAX_TOKENS) gains
     REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the question before it.
@@ -150,11 +158,11 @@ lead AS (
     WHERE r.token_count <= {REPLY_MAX_TOKENS}
     GROUP BY r.id
 ), ranked AS (
-    SELECT id, similarity, score, named FROM fused WHERE id NOT IN (SELECT id FROM replies)
+    SELECT id, similarity, score, bonus FROM fused WHERE id NOT IN (SELECT id FROM replies)
     UNION ALL
     SELECT r.id, coalesce(c.similarity, 0),
            least(own.score + {REPLY_SHARE} * r.question_score, 1),
-           {_named("t") if dated else "0"}
+           {bonus}
     FROM replies r JOIN {table} t ON t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
     CROSS JOIN norms
     CROSS JOIN LATERAL (SELECT 1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity) c
@@ -235,7 +243,7 @@ def _float(value: float) -> str:
 
 @functools.lru_cache(maxsize=1024)  # a few shapes per table (mode, filters), and one per agent with its own index
 def _sql(
-    table: str, columns: str, where: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None, dated: bool
+    table: str, columns: str, where: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None, bonus: str
 ) -> str:
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
@@ -243,15 +251,15 @@ def _sql(
         _statistics(table),
         _nearest(table, where, vec_limit, own_index),
         _lexical(table, where, lex_limit),
-        _fused(table, VECTOR_WEIGHT[mode], dated),
+        _fused(table, VECTOR_WEIGHT[mode], bonus),
     ]
     ranked = "fused"
     if mode == "hybrid" and sequence:
-        ctes.append(_replies(table, where, sequence, VECTOR_WEIGHT[mode], dated))
+        ctes.append(_replies(table, where, sequence, VECTOR_WEIGHT[mode], bonus))
         ranked = "ranked"
     return f"""
 WITH {", ".join(ctes)}, top AS (
-    SELECT id, similarity, score + named AS score FROM {ranked} ORDER BY score + named DESC, similarity DESC, id LIMIT :k
+    SELECT id, similarity, score + bonus AS score FROM {ranked} ORDER BY score + bonus DESC, similarity DESC, id LIMIT :k
 )
 SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
 ORDER BY top.score DESC, top.similarity DESC, top.id
@@ -272,11 +280,15 @@ def search_statement(
     mode: Mode = "hybrid",
     sequence: tuple[str, ...] | None = None,
     dates: list[tuple[datetime, datetime]] | None = None,
+    speaker: str | None = None,
+    speakers: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE).
     `where`: extra trusted SQL conditions over the table, their values bound through `params`; `sequence`: the
     columns that order the agent's rows as they were written (a reply follows its question), None: no such order;
-    `dates`: the spans of the dates the query names (named_dates.spans), whose rows gain DATE_SHARE."""
+    `dates`: the spans of the dates the query names (named_dates.spans), whose rows gain DATE_SHARE; `speaker`: an SQL
+    expression over the row `t` for who said it (lower case), None: rows have no speaker; `speakers`: those the query
+    names (named_speakers.speakers), whose rows gain SPEAKER_SHARE."""
     where = ["agent_id = :agent_id", *(where or [])]
     params = {
         **(params or {}),
@@ -297,7 +309,11 @@ def search_statement(
     if dated:
         params["named_from"] = [start for start, _ in dates or ()]
         params["named_to"] = [stop for _, stop in dates or ()]
-    return _sql(table.name, _columns(model), " AND ".join(where), mode, sequence, own_index, dated), params
+    spoken = speaker if speakers and mode == "hybrid" else None
+    if spoken:
+        params["speakers"] = speakers
+    bonus = _bonus(dated, spoken)
+    return _sql(table.name, _columns(model), " AND ".join(where), mode, sequence, own_index, bonus), params
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -15,6 +15,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.hybrid import Hit, Mode, hybrid_search
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.memory.named_speakers import SPEAKER_LABEL_SQL
 from app.models_base import orm_attribute
 
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
@@ -239,6 +240,7 @@ class PassageRepository:
         embedding: list[float],
         terms: list[str],
         dates: list[tuple[datetime, datetime]] | None = None,
+        speakers: list[str] | None = None,
         k: int,
         tags: list[str] | None = None,
         after: datetime | None = None,
@@ -254,6 +256,7 @@ class PassageRepository:
             embedding=embedding,
             terms=terms,
             dates=dates,
+            speakers=speakers,
             k=k,
             mode=mode,
             where=[*valid, *(["tags @> CAST(:tags AS text[])"] if tags else [])],
@@ -261,6 +264,7 @@ class PassageRepository:
             after=after,
             before=before,
             sequence=("created_at", "id"),
+            speaker=SPEAKER_LABEL_SQL,
         )
         return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]
 
@@ -376,6 +380,7 @@ class MessageRepository:
         embedding: list[float],
         terms: list[str],
         dates: list[tuple[datetime, datetime]] | None = None,
+        speakers: list[str] | None = None,
         k: int,
         below_seq: int | None = None,
         after: datetime | None = None,
@@ -390,12 +395,14 @@ class MessageRepository:
             embedding=embedding,
             terms=terms,
             dates=dates,
+            speakers=speakers,
             k=k,
             where=["role IN ('user', 'assistant')", *below],
             params={"below_seq": below_seq},
             after=after,
             before=before,
             sequence=("seq",),
+            speaker="t.role",
         )
 
     async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:

@@ -11,7 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
 from app.llm.embeddings import Embedder
-from app.memory import lexical, named_dates
+from app.memory import lexical, named_dates, named_speakers
 from app.memory.hybrid import Hit, Mode
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
 from app.memory.repository import (
@@ -246,6 +246,7 @@ class ArchivalMemory:
             embedding=embedding,
             terms=lexical.query_terms(query),
             dates=named_dates.spans(query),
+            speakers=named_speakers.speakers(query),
             k=k,
             tags=normalise_tags(tags or []),
             after=after,
@@ -317,6 +318,7 @@ class RecallMemory:
             embedding=embedding,
             terms=lexical.query_terms(query),
             dates=named_dates.spans(query),
+            speakers=named_speakers.speakers(query),
             k=k,
             below_seq=below_seq,
             after=after,

@@ -1,0 +1,18 @@
+"""Who a search query asks about (app/memory/named_speakers.py): its words, the user in the first person, the
+assistant in the second."""
+
+from app.memory.named_speakers import speakers
+
+
+def test_a_name_in_the_query_is_a_speaker_it_may_ask_about() -> None:
+    assert "caroline" in speakers("What did Caroline paint last summer?")
+    assert "user" not in speakers("What did Caroline paint last summer?")
+
+
+def test_the_first_person_asks_about_the_user_and_the_second_about_the_assistant() -> None:
+    assert {"user"} <= set(speakers("How much did I earn at the market?"))
+    assert {"user"} <= set(speakers("What's my sister's name?"))
+    assert {"user"} <= set(speakers("私の妹の名前は？"))
+    assert "assistant" in speakers("What did you recommend for Denver?")
+    assert "assistant" not in speakers("How much did I earn at the market?")
+    assert "user" not in speakers("Is it raining in Kyoto?")  # "it", "in": no first person
