@@ -18,7 +18,6 @@ import numpy as np
 from app.memory import hybrid, lexical, named_dates, named_speakers
 
 WORD = re.compile(r"\w+")
-SPEAKER_LABEL = re.compile(r"([^:\n]{1,40}):\s")  # named_speakers.SPEAKER_LABEL_SQL, in Python
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
 RRF_K, RRF_CANDIDATES = 60, 100
 
@@ -100,7 +99,7 @@ class Indexed:
 
     def __init__(self, passages: list[str], vectors: np.ndarray, dates: np.ndarray):
         self.passages, self.vectors, self.dates = passages, vectors, dates
-        self.speakers = [(m.group(1).lower() if (m := SPEAKER_LABEL.match(p)) else None) for p in passages]
+        self.speakers = [p[:41].split(":", 1)[0].lower() for p in passages]  # named_speakers.SPEAKER_LABEL_SQL
         self._terms: dict[str, Terms] = {}
 
     def terms(self, kind: str = "engram") -> Terms:
