@@ -3,8 +3,9 @@ the same run on the very vectors the service stored, and the sensitivity of the 
 
 Sets (bench/retrieval_sets.py): LongMemEval dev (28 long mixed-topic haystacks), LoCoMo dev (5 two-person
 conversations, 760 questions) and the Japanese set. Each corpus goes into its own agent through
-ArchivalMemory.add(), one turn per passage, dated by its session (a near-duplicate turn is folded into an earlier passage, which then
-stands for both). Each question is searched with ArchivalMemory.search(k=10) in the hybrid, vector and text modes.
+ArchivalMemory.add(), one turn per passage, dated by its session (a near-duplicate turn is folded into an earlier
+passage, which then stands for both). Each question is searched with ArchivalMemory.search(k=10) in the hybrid,
+vector and text modes.
 Baselines, on the passages and vectors read back from the database: exact cosine, BM25 Okapi (`rank_bm25` over
 lower-cased words) and reciprocal-rank fusion (k=60) of the two (bench/fusion_replica.py).
 
