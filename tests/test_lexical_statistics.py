@@ -2,6 +2,7 @@
 inserts, deletes, changed text, turns, and the deletion of the agent."""
 
 import uuid
+from collections import Counter
 
 from fastapi.testclient import TestClient
 
@@ -72,3 +73,22 @@ def test_recall_statistics_follow_turns(client: TestClient, agent: dict, llm: Sc
     chat(client, agent, "Tell me about Kyoto")
     kept = assert_in_step(database_url, agent["id"], "messages")
     assert kept["terms"]["kyoto"] == 2  # the user's message and the assistant's call carry it; the tool result not
+
+
+def test_each_row_keeps_its_term_counts(client: TestClient, agent: dict, database_url: str) -> None:
+    # BM25's term frequencies are read from `term_counts` (migration 0013): they must be the counts of `search_text`.
+    items = [{"content": "tea, tea and green tea"}, {"content": "お茶とお茶"}, {"content": "?!"}]
+    assert client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": items}).status_code == 201
+    rows = "SELECT search_text, term_counts FROM archival_passages WHERE agent_id = :a"
+    stored = run_sql(database_url, rows, {"a": uuid.UUID(agent["id"])})
+    assert len(stored) == 3
+    for search_text, term_counts in stored:
+        assert term_counts == dict(Counter(search_text.split())), search_text
+    assert {"tea": 3, "green": 1} in [counts for _, counts in stored]
+    # A changed text changes its counts.
+    run_sql(
+        database_url,
+        "UPDATE archival_passages SET search_text = 'tea tea' WHERE agent_id = :a AND search_text = ''",
+        {"a": uuid.UUID(agent["id"])},
+    )
+    assert {"tea": 2} in [counts for _, counts in run_sql(database_url, rows, {"a": uuid.UUID(agent["id"])})]
