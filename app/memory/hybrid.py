@@ -3,14 +3,14 @@
 Candidates: the top rows by cosine distance (an exact scan of the agent's rows, its own HNSW index for the largest
 agents: agent_indexes.py) and the top rows by BM25 over the lexical tokens (found through the GIN index; term
 frequencies read from each row's term counts, migration 0013; document frequencies, counts and lengths from the
-statistics triggers keep on write, migration 0005). Fusion: a convex combination with equal weights of the cosine, min-max normalised over
-the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x (k1 + 1), what a row holding
-every term would approach. Then replies: a short line that follows a short question among the best candidates gains
-part of the question's score (`_replies`), since in a conversation the answer ("Yes, last summer") often shares no
-word and little meaning with what is asked, and its question does. Last, a row from a date the query names ("on 3
-May, 2023", app/memory/named_dates.py) gains DATE_SHARE: what was said then rarely says the date; and a row said by
-someone the query names (Caroline's lines for "What did Caroline…", the user's for "What did I…",
-app/memory/named_speakers.py) gains SPEAKER_SHARE.
+statistics triggers keep on write, migration 0005). Fusion: a convex combination with equal weights of the cosine,
+min-max normalised over the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x
+(k1 + 1), what a row holding every term would approach. Then replies: a short line that follows a short question
+among the best candidates gains part of the question's score (`_replies`), since in a conversation the answer ("Yes,
+last summer") often shares no word and little meaning with what is asked, and its question does. Last, a row from a
+date the query names ("on 3 May, 2023", app/memory/named_dates.py) gains DATE_SHARE: what was said then rarely says
+the date; and a row said by someone the query names (Caroline's lines for "What did Caroline…", the user's for "What
+did I…", app/memory/named_speakers.py) gains SPEAKER_SHARE.
 
 Every parameter was chosen on three sets at once (bench/retrieval.py, bench/design_sweep.py): LongMemEval dev
 (long mixed-topic chats), LoCoMo dev (short two-person turns) and the Japanese paraphrases; a design must keep the
@@ -328,13 +328,10 @@ def vector_literal(vector: list[float]) -> str:
     return "[" + ",".join([f"{x:.9g}" for x in vector]) + "]"
 
 
-UNLOADED = ("embedding", "term_counts")  # read inside the statement only: left unloaded on the returned rows
-
-
 @functools.cache
 def _columns(model: type[Row]) -> str:
-    """Every column but UNLOADED's (see NO_PASSAGE_VECTOR in repository.py)."""
-    return ", ".join(f"t.{c.name}" for c in table_of(model).columns if c.name not in UNLOADED)
+    """Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows."""
+    return ", ".join(f"t.{c.name}" for c in table_of(model).columns if c.name != "embedding")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -342,7 +339,7 @@ def _query(model: type[Row], sql: str) -> Any:
     """The ORM statement around the SQL, built once per text (SQLAlchemy parses a text's parameters on each build)."""
     return (
         select(model, column("similarity", Float), column("score", Float))
-        .options(*(defer(orm_attribute(getattr(model, name)), raiseload=True) for name in UNLOADED))
+        .options(defer(orm_attribute(model.embedding), raiseload=True))
         .from_statement(text(sql))
     )
 

@@ -29,8 +29,9 @@ from app.models_base import agent_fk, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
-# Each lexical token of the row and how often it occurs (BM25's term frequencies; a function of migration 0013).
-TERM_COUNTS_EXPRESSION = "engram_term_counts(search_text)"
+# Both tables also have `term_counts`, generated as engram_term_counts(search_text) (migration 0013): each lexical
+# token and how often it occurs, BM25's term frequencies. Only the search statement reads it (app/memory/hybrid.py),
+# so it is not mapped here: no read of a row decodes it, and no write can set it.
 # What the full-text index holds: a row's lexemes and one for its agent (with a space, which no query token has), so
 # that a search for (terms AND agent) gets only the agent's rows from the index (migration 0010, app/memory/hybrid.py).
 AGENT_TSV_EXPRESSION = "(tsv || array_to_tsvector(ARRAY['agent ' || agent_id::text]))"
@@ -99,9 +100,6 @@ class ArchivalPassage(SQLModel, table=True):
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
-    term_counts: dict[str, int] | None = Field(
-        default=None, sa_column=Column(JSONB(none_as_null=True), Computed(TERM_COUNTS_EXPRESSION, persisted=True))
-    )
     created_at: datetime = timestamp_field()
     occurred_at: datetime = occurred_field()
     # A superseded passage: the one that replaced it, and from when (its occurred_at). Both or neither are set;
@@ -139,9 +137,6 @@ class Message(SQLModel, table=True):
     search_text: str = Field(default="", sa_column=Column(Text, nullable=False))
     tsv: str | None = Field(default=None, sa_column=Column(TSVECTOR, Computed(TSV_EXPRESSION, persisted=True)))
     token_count: int | None = Field(default=None, sa_column=Column(Integer, Computed(TOKEN_COUNT_EXPRESSION, persisted=True)))
-    term_counts: dict[str, int] | None = Field(
-        default=None, sa_column=Column(JSONB(none_as_null=True), Computed(TERM_COUNTS_EXPRESSION, persisted=True))
-    )
     created_at: datetime = timestamp_field(index=True)
     occurred_at: datetime = occurred_field()
     # Handed in by a caller that ran its own LLM (POST …/messages): recall memory only, never the agent's context.
