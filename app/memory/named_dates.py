@@ -28,7 +28,7 @@ _PATTERNS = (
     ("day", re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日"), (1, 2, 3)),
     ("month", re.compile(rf"\b({_MONTH}),?\s+(\d{{4}})\b", re.I), (2, 1, None)),
     ("month", re.compile(r"(\d{4})年(\d{1,2})月"), (1, 2, None)),
-    ("year", re.compile(r"\b(?:in|of|during|since|until)\s+(\d{4})\b", re.I), (1, None, None)),
+    ("year", re.compile(r"\b(?:in|of|during)\s+(\d{4})\b", re.I), (1, None, None)),
     ("year", re.compile(r"(\d{4})年"), (1, None, None)),
 )
 
