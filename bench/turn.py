@@ -18,6 +18,8 @@ Measured in one run:
                                             # LongMemEval's 71): the query embedding costs ~1 ms per token
     python -m bench.turn --llm-seconds 0.3  # an LLM that takes as long as a fast hosted one: what the turn does
                                             # meanwhile (the message vectors) is off the critical path
+    python -m bench.turn --pause 0.15       # a user who reads the reply before writing: the next turn no longer
+                                            # meets the last one's background work (its message vectors)
 """
 
 import argparse
@@ -53,10 +55,13 @@ def histograms(text: str) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
-async def run_turns(base: str, agent_id: str, messages: list[str]) -> list[float]:
+async def run_turns(base: str, agent_id: str, messages: list[str], pause: float = 0.0) -> list[float]:
+    """`pause`: seconds between a reply and the next message (0: at once, so the next turn meets the work the last
+    one left behind it, its message vectors)."""
     latencies = []
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
         for message in messages:
+            await asyncio.sleep(pause)
             started = time.perf_counter()
             response = await client.post(f"/v1/agents/{agent_id}/chat", json={"message": message})
             latencies.append((time.perf_counter() - started) * 1000)
@@ -77,13 +82,13 @@ async def llm_round_trips(url: str, request: dict, n: int) -> list[float]:
     return latencies
 
 
-async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int) -> None:
+async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int, pause: float) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=600) as client:
         agent = (await client.post("/v1/agents", json={"name": "turn bench"})).json()
         await import_passages_async(client, agent["id"], passages)
-    await run_turns(base, agent["id"], questions[:5])
+    await run_turns(base, agent["id"], questions[:5], pause)
     before = histograms(httpx.get(f"{base}/metrics").text)
-    measured = sorted(await run_turns(base, agent["id"], questions[5 : 5 + turns]))
+    measured = sorted(await run_turns(base, agent["id"], questions[5 : 5 + turns], pause))
     after = histograms(httpx.get(f"{base}/metrics").text)
     await asyncio.sleep(1)  # the last turn's message embeddings
     round_trips = sorted(await llm_round_trips(llm.url, llm.requests[-1], turns))
@@ -91,7 +96,9 @@ async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: lis
     turn_p50, llm_p50 = statistics.median(measured), statistics.median(round_trips)
     spent = {key: after[key]["sum"] - before.get(key, {}).get("sum", 0) for key in after}
     llm_inside = spent.get(("engram_turn_phase_seconds", "llm"), 0) / turns * 1000
-    print(f"{turns} one-step turns over HTTP, {len(passages)} archival passages, {available_cpus()} CPUs")
+    print(
+        f"{turns} one-step turns over HTTP, {len(passages)} archival passages, {available_cpus()} CPUs, {pause} s between turns"
+    )
     print(f"turn p50 {turn_p50:.1f} ms, p95 {np.percentile(measured, 95):.1f} ms")
     print(f"LLM round trip (same request, openai client) p50 {llm_p50:.1f} ms, p95 {np.percentile(round_trips, 95):.1f} ms")
     print(f"the service's own LLM calls during the turns: mean {llm_inside:.1f} ms")
@@ -110,6 +117,7 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=200)
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--llm-seconds", type=float, default=0.0, help="how long the scripted LLM takes to answer")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between a reply and the next message")
     parser.add_argument("--embedding-threads", type=int, default=available_cpus(), help="ENGRAM_EMBEDDING_THREADS of the service")
     args = parser.parse_args()
     if args.set == "locomo":  # short messages: one conversation's lines as memory, its questions as messages
@@ -133,7 +141,7 @@ def main() -> None:
                 "PATH": os.environ["PATH"],
             }
             with running_service(env) as base:
-                asyncio.run(bench(base, llm, passages, questions, args.turns))
+                asyncio.run(bench(base, llm, passages, questions, args.turns, args.pause))
     finally:
         llm.stop()
 
