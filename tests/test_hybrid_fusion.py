@@ -9,6 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.memory.service import RecallMemory
+from app.runtime import runtime
 from app.settings import E5_DIM, Settings
 from tests.conftest import checked_client, create_database
 
@@ -219,3 +221,13 @@ def test_in_recall_memory_the_speaker_is_the_role(hand_placed: TestClient) -> No
     assert search(hand_placed, base, "hybrid", ASKED_BY_USER)[:2] == [assistant, user]
     assert search(hand_placed, base, "hybrid", IN_FIRST_PERSON)[:2] == [user, assistant]
     assert search(hand_placed, base, "hybrid", IN_SECOND_PERSON)[:2] == [assistant, user]
+
+    async def asked_by_the_agent(query: str) -> list[str]:  # its conversation_search: "I" is the assistant
+        state = runtime(hand_placed.app)
+        async with state.sessions() as session:
+            found = await RecallMemory(session, state.embedder).search(uuid.UUID(agent["id"]), query, k=10, asker="assistant")
+        return [m.content for m, _ in found]
+
+    assert hand_placed.portal is not None
+    assert hand_placed.portal.call(asked_by_the_agent, IN_FIRST_PERSON)[:2] == [assistant, user]
+    assert hand_placed.portal.call(asked_by_the_agent, IN_SECOND_PERSON)[:2] == [user, assistant]

@@ -16,3 +16,9 @@ def test_the_first_person_asks_about_the_user_and_the_second_about_the_assistant
     assert "assistant" in speakers("What did you recommend for Denver?")
     assert "assistant" not in speakers("How much did I earn at the market?")
     assert "user" not in speakers("Is it raining in Kyoto?")  # "it", "in": no first person
+
+
+def test_for_the_agents_own_search_i_is_the_assistant() -> None:
+    assert "assistant" in speakers("What did I recommend for Denver?", asker="assistant")
+    assert "user" not in speakers("What did I recommend for Denver?", asker="assistant")
+    assert "user" in speakers("What did you say about your sister?", asker="assistant")

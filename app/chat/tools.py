@@ -70,14 +70,22 @@ class ArchivalMemorySupersede(BaseModel):
 
 
 class ArchivalMemorySearch(BaseModel):
-    query: str = Field(min_length=1, description="What to look for, in words likely to appear in the memory.")
+    query: str = Field(
+        min_length=1,
+        description='What to look for, in words likely to appear in the memory. A date ("on 3 May, 2023", '
+        '"in May 2023") or a person\'s name in it ("the user" included) favours memories from then or said by them.',
+    )
     k: int = Field(default=PAGE_SIZE, ge=1, le=20, description="How many results.")
     tags: list[str] | None = Field(default=None, description="Only passages with all these tags.")
     page: int = Field(default=0, ge=0, le=20, description="Result page, from 0.")
 
 
 class ConversationSearch(BaseModel):
-    query: str = Field(min_length=1, description="What was said, in words likely to appear in it.")
+    query: str = Field(
+        min_length=1,
+        description='What was said, in words likely to appear in it. A date ("on 3 May, 2023") in it favours '
+        'messages from then; "the user" or "you" in it, the user\'s messages; "I", yours.',
+    )
     page: int = Field(default=0, ge=0, le=20, description="Result page, from 0.")
 
 
@@ -153,7 +161,7 @@ async def archival_memory_supersede(ctx: ToolContext, args: ArchivalMemorySupers
 
 async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -> str:
     matches = await ArchivalMemory(ctx.session, ctx.embedder).search(
-        ctx.agent_id, args.query, k=args.k * (args.page + 1), tags=args.tags
+        ctx.agent_id, args.query, k=args.k * (args.page + 1), tags=args.tags, asker="assistant"
     )
     page = matches[args.page * args.k :]
     if not page:
@@ -164,7 +172,7 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
     hits = await RecallMemory(ctx.session, ctx.embedder).search(
-        ctx.agent_id, args.query, k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq
+        ctx.agent_id, args.query, k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq, asker="assistant"
     )
     page = hits[args.page * PAGE_SIZE :]
     if not page:

@@ -1,6 +1,7 @@
 """Who a search query asks about, as speaker labels: the query's own words ("What did Caroline say…" names
-`caroline`), `user` when it asks in the first person ("What did I…", "my…", 私) and `assistant` in the second
-("What did you recommend…"). The hybrid search adds a share to the score of rows said by one of them
+`caroline`), the asker when it asks in the first person ("What did I…", "my…", 私) and the other side in the second
+("What did you recommend…"): for a user's query `user` and `assistant`, for the agent's own search tools the
+reverse. The hybrid search adds a share to the score of rows said by one of them
 (app/memory/hybrid.py): in a two-person conversation the answer about Caroline is most often Caroline's own line,
 and the answer to "how much did I earn" is what the user said, not the assistant's reply around it.
 
@@ -9,6 +10,7 @@ A row's speaker is its role (recall memory) or, for an archival passage, the lab
 
 import re
 import unicodedata
+from typing import Literal
 
 _WORD = re.compile(r"\w+")
 FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|私|僕|俺|わたし|あたし", re.I)
@@ -19,12 +21,18 @@ SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b|あなた", re.I)
 SPEAKER_LABEL_SQL = "lower(split_part(left(t.content, 41), ':', 1))"
 
 
-def speakers(query: str) -> list[str]:
-    """The lower-cased labels whose lines the query asks about (any of its words may be a speaker's name)."""
+Asker = Literal["user", "assistant"]
+
+
+def speakers(query: str, asker: Asker = "user") -> list[str]:
+    """The lower-cased labels whose lines the query asks about (any of its words may be a speaker's name). `asker`:
+    who wrote the query — the user (a chat message, the API), or the assistant (the agent's own search tools, where
+    "I" is the assistant and "you" the user)."""
     text = unicodedata.normalize("NFKC", query)
     named = set(_WORD.findall(text.lower()))
+    other: Asker = "assistant" if asker == "user" else "user"
     if FIRST_PERSON.search(text):
-        named.add("user")
+        named.add(asker)
     if SECOND_PERSON.search(text):
-        named.add("assistant")
+        named.add(other)
     return sorted(named)

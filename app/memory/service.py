@@ -237,16 +237,17 @@ class ArchivalMemory:
         mode: Mode = "hybrid",
         vector: list[float] | None = None,
         validity: Validity = CURRENT,
+        asker: named_speakers.Asker = "user",
     ) -> list[PassageMatch]:
         """`vector`: the query's embedding, when the caller has it already; `validity`: which passages (by default
-        the current ones)."""
+        the current ones); `asker`: who wrote the query (named_speakers.speakers)."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         matches = await self.passages.hybrid_search(
             agent_id,
             embedding=embedding,
             terms=lexical.query_terms(query),
             dates=named_dates.spans(query),
-            speakers=named_speakers.speakers(query),
+            speakers=named_speakers.speakers(query, asker),
             k=k,
             tags=normalise_tags(tags or []),
             after=after,
@@ -309,16 +310,17 @@ class RecallMemory:
         after: datetime | None = None,
         before: datetime | None = None,
         vector: list[float] | None = None,
+        asker: named_speakers.Asker = "user",
     ) -> list[tuple[Message, Hit]]:
         """`below_seq`: only messages before it (the start of the context); `vector`: the query's embedding, when
-        the caller has it already."""
+        the caller has it already; `asker`: who wrote the query (named_speakers.speakers)."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         return await self.messages.search(
             agent_id,
             embedding=embedding,
             terms=lexical.query_terms(query),
             dates=named_dates.spans(query),
-            speakers=named_speakers.speakers(query),
+            speakers=named_speakers.speakers(query, asker),
             k=k,
             below_seq=below_seq,
             after=after,
