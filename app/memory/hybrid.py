@@ -311,14 +311,14 @@ def search_statement(
         params["before"] = before
     table = table_of(model)
     own_index = agent_id if OWN_INDEXES.has(table.name, agent_id) else None
-    dated = bool(dates) and mode == "hybrid"
-    if dated:
-        params["named_from"] = [start for start, _ in dates or ()]
-        params["named_to"] = [stop for _, stop in dates or ()]
-    spoken = speaker if speakers and mode == "hybrid" else None
-    if spoken:
+    if mode != "hybrid":  # each row on its own signal alone
+        dates = speakers = None
+    if dates:
+        params["named_from"] = [start for start, _ in dates]
+        params["named_to"] = [stop for _, stop in dates]
+    if speaker and speakers:
         params["speakers"] = speakers
-    bonus = _bonus(dated, spoken)
+    bonus = _bonus(bool(dates), speaker if speakers else None)
     return _sql(table.name, _columns(model), " AND ".join(where), mode, sequence, own_index, bonus), params
 
 
