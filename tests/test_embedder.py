@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.llm.embeddings import Embedder
-from app.llm.embeddings.base import QUERY_PRIORITY_SECONDS, SHORT_PASSAGE_CHARS, LocalModelEmbedder
+from app.llm.embeddings.base import QUERY_PRIORITY_SECONDS, SHORT_PASSAGE_CHARS, SLICE_CHARS, LocalModelEmbedder
 from app.llm.embeddings.providers import E5Embedder
 from app.settings import available_cpus
 
@@ -127,6 +127,17 @@ async def test_a_long_passage_waits_for_queries_only_so_long() -> None:
     model = TimedModel(query_seconds=QUERY_PRIORITY_SECONDS * 6, passage_seconds=0.01)
     await _passage_during_a_query(model, LONG_PASSAGE)
     assert model.log == ["query starts", "passage starts", "passage ends", "query ends"]
+
+
+async def test_long_calls_take_turns_by_the_slice() -> None:
+    """A long message's vector asked for during an import waits for the slice under way, not the whole call."""
+    model = TimedModel(query_seconds=0.01, passage_seconds=0.03)
+    import_slices = ["a" * SLICE_CHARS, "b" * SLICE_CHARS, "c" * SLICE_CHARS]
+    long_message = "m" * (SHORT_PASSAGE_CHARS + 1)
+    importing = asyncio.ensure_future(model.embed_passages(import_slices))
+    await asyncio.sleep(0.01)  # the import's first slice is being embedded
+    await asyncio.gather(importing, model.embed_passages([long_message]))
+    assert model.calls == [import_slices[:1], [long_message], import_slices[1:2], import_slices[2:]]
 
 
 async def test_the_threads_of_the_model() -> None:

@@ -4,6 +4,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -63,7 +64,7 @@ class LocalModelEmbedder:
     def __init__(self) -> None:
         self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries")
         self._passages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-passages", initializer=self._on_one_core)
-        self._one_long_call_at_a_time = threading.Lock()
+        self._long_slices = _InTurn()
         self._queries_in_flight = 0  # asked for and not yet answered or given up; guarded by _queries_done
         self._queries_done = threading.Condition()
         self._waiting_queries: list[tuple[str, asyncio.Future[list[float]]]] = []
@@ -94,8 +95,8 @@ class LocalModelEmbedder:
 
     def _long_call(self, texts: list[str], given_up: threading.Event) -> list[list[float]]:
         out: list[list[float]] = []
-        with self._one_long_call_at_a_time:
-            for piece in _slices(texts):
+        for piece in _slices(texts):
+            with self._long_slices:  # calls take turns: a long message waits for an import's slice, not its call
                 if given_up.is_set():
                     break
                 out.extend(_floats(self._after_queries(piece)))
@@ -148,6 +149,25 @@ class LocalModelEmbedder:
                 if asked.get_loop() is loop:
                     asked.cancel()
             self._waiting_queries = []
+
+
+class _InTurn:
+    """A lock taken in the order it was asked for (threading.Lock is not: the thread that lets go takes it back)."""
+
+    def __init__(self) -> None:
+        self._turns = threading.Condition()
+        self._waiting: deque[object] = deque()
+
+    def __enter__(self) -> None:
+        me = object()
+        with self._turns:
+            self._waiting.append(me)
+            self._turns.wait_for(lambda: self._waiting[0] is me)
+
+    def __exit__(self, *_: object) -> None:
+        with self._turns:
+            self._waiting.popleft()
+            self._turns.notify_all()
 
 
 def in_a_thread_of_its_own(run: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
