@@ -5,7 +5,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypedDict
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -180,6 +180,22 @@ def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage, dated: dateti
     return same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
 
 
+class _QuerySignals(TypedDict):
+    terms: list[str]
+    dates: list[tuple[datetime, datetime]]
+    speakers: list[str]
+
+
+def _what_the_query_names(query: str, asker: named_speakers.Asker) -> _QuerySignals:
+    """What the hybrid statement ranks by besides the query's vector: its lexical terms, the dates and the speakers
+    it names (`asker`: who wrote it, named_speakers.speakers)."""
+    return {
+        "terms": lexical.query_terms(query),
+        "dates": named_dates.spans(query),
+        "speakers": named_speakers.speakers(query, asker),
+    }
+
+
 class ArchivalMemory:
     def __init__(self, session: AsyncSession, embedder: Embedder):
         self.passages = PassageRepository(session)
@@ -245,9 +261,7 @@ class ArchivalMemory:
         matches = await self.passages.hybrid_search(
             agent_id,
             embedding=embedding,
-            terms=lexical.query_terms(query),
-            dates=named_dates.spans(query),
-            speakers=named_speakers.speakers(query, asker),
+            **_what_the_query_names(query, asker),
             k=k,
             tags=normalise_tags(tags or []),
             after=after,
@@ -318,9 +332,7 @@ class RecallMemory:
         return await self.messages.search(
             agent_id,
             embedding=embedding,
-            terms=lexical.query_terms(query),
-            dates=named_dates.spans(query),
-            speakers=named_speakers.speakers(query, asker),
+            **_what_the_query_names(query, asker),
             k=k,
             below_seq=below_seq,
             after=after,

@@ -88,7 +88,7 @@ class LocalModelEmbedder:
             return _floats(await short)
         given_up = threading.Event()
         try:
-            long = in_a_thread_of_its_own(functools.partial(self._long_call, texts, given_up), "embed-long")
+            long = _in_a_thread_of_its_own(functools.partial(self._long_call, texts, given_up), "embed-long")
             return await asyncio.wrap_future(long)
         finally:
             given_up.set()
@@ -170,7 +170,7 @@ class _InTurn:
             self._turns.notify_all()
 
 
-def in_a_thread_of_its_own(run: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
+def _in_a_thread_of_its_own(run: Callable[[], Any], name: str) -> concurrent.futures.Future[Any]:
     done: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def work() -> None:
