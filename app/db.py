@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.util import await_
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import DatabaseUnreachable
@@ -105,7 +106,7 @@ def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
         asyncpg_url(url),
         pool_size=pool_size,
         max_overflow=30,
-        pool_pre_ping=True,
+        # no pool_pre_ping: its ping on asyncpg is three round trips (`_ping` is one)
         # the most recently used connection first: at ordinary load a few backends serve every request, their caches
         # warm (round-robin over the 20 costs a hybrid search 7.3 against 4.7 ms, bench/README.md)
         pool_use_lifo=True,
@@ -114,7 +115,21 @@ def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
         connect_args={"timeout": 5, "server_settings": SESSION_SETTINGS},
     )
     event.listen(engine.sync_engine, "do_connect", _connect)
+    event.listen(engine.sync_engine, "checkout", _ping)
     return engine
+
+
+def _ping(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Checks a pooled connection as it is handed out: a backend that died (a database restart, an idle timeout, a
+    terminated backend) costs the request nothing but a new connection. One round trip: `SELECT 1` in the simple query
+    protocol (asyncpg fails on the empty response to `;`). SQLAlchemy's own pre-ping on asyncpg opens and rolls back a
+    transaction around a prepared `;` (for pgbouncer's transaction mode, which has no trouble with a simple-protocol
+    statement): three, ~7 % of a short search's time on the event loop (bench/README.md). A failure invalidates every pooled connection, as the
+    pre-ping does: after a restart they are all dead."""
+    try:
+        await_(dbapi_connection.driver_connection.execute("SELECT 1"))
+    except Exception as error:
+        raise exc.InvalidatePoolError(f"pooled connection failed its ping: {error!r}") from error
 
 
 def _connect(dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:

@@ -2,6 +2,7 @@
 connections of a peak beyond it are closed when returned), so the server's connection count stays flat. The event
 relay's LISTEN connection is its own, outside the pool: every pooled connection is there for requests."""
 
+import asyncio
 import time
 import uuid
 from contextlib import AsyncExitStack
@@ -44,3 +45,29 @@ def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connection
         client.portal.call(burst)
         assert backends(url, database) == expected
         assert client.get("/readyz").status_code == 200
+
+
+def test_a_pooled_connection_is_pinged_in_one_round_trip_and_replaced_when_its_backend_died(database_url: str) -> None:
+    async def run() -> None:
+        engine, admin = db.create_engine(database_url, pool_size=1), db.create_engine(database_url, pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                pid = (await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar()
+                driver = (await conn.get_raw_connection()).driver_connection
+            sent: list[str] = []
+            driver.add_query_logger(lambda logged: sent.append(logged.query))
+            async with engine.connect() as conn:  # the same pooled connection (one in the pool)
+                assert (await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar() == pid
+            # the ping: one statement, then the connection's own transaction. SQLAlchemy's pre-ping was three: BEGIN,
+            # a prepared `;` and ROLLBACK
+            assert sent[:2] == ["SELECT 1", "BEGIN;"]
+
+            async with admin.connect() as other:  # the pooled connection's backend ends while it waits in the pool
+                await other.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+            async with engine.connect() as conn:
+                assert (await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar() != pid
+        finally:
+            await engine.dispose()
+            await admin.dispose()
+
+    asyncio.run(run())
