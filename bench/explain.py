@@ -8,7 +8,17 @@ from sqlalchemy import text
 
 async def explain(session: Any, sql: str, params: dict[str, Any], *, top: int = 6) -> str:
     plan = (await session.execute(text(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"), params)).scalar_one()
-    root = plan[0]
+    return _condensed(plan[0], top)
+
+
+async def explain_sent(session: Any, statement: str, parameters: Any, *, top: int = 6) -> str:
+    """`explain` of a statement as it reached the driver (SQLAlchemy's before_cursor_execute: `$n` placeholders)."""
+    connection = await session.connection()
+    plan = (await connection.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}", parameters)).scalar_one()
+    return _condensed(plan[0], top)
+
+
+def _condensed(root: dict[str, Any], top: int) -> str:
     nodes: list[tuple[float, str]] = []
     _walk(root["Plan"], nodes, _cte_times(root["Plan"]), "")
     nodes.sort(reverse=True)

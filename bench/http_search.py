@@ -12,8 +12,8 @@ vectors from --cache (see bench/retrieval.py; the first run embeds them all).
    `SELECT id … WHERE agent_id = $1 ORDER BY embedding <=> $2 LIMIT 10` — sequential p50/p95 and 8 concurrent
    clients. The two sides run one after the other, never at once.
 Printed: the figures and the ratios Engram / limit; then where Engram's time goes — sequential p50 of the query
-embedding alone, the raw query alone and the service's hybrid statement alone (same rows, same connection
-settings), and EXPLAIN ANALYZE of both statements for one question.
+embedding alone, the raw query alone and the service's search given the vector (its statement as the service sends
+it, rows and all; same rows, same connection settings), and EXPLAIN ANALYZE of both statements for one question.
 
     python -m bench.http_search --cache ~/.cache/engram-bench-all [--set locomo]   # ~5 minutes, cache warm
 """
@@ -26,20 +26,19 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from app import db
 from app.llm.embeddings.providers import E5Embedder
-from app.memory import lexical
-from app.memory.hybrid import search_statement
-from app.memory.models import ArchivalPassage
+from app.memory.service import ArchivalMemory
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
-from bench.explain import explain
+from bench.explain import explain, explain_sent
 from bench.retrieval import ingest, start_database
 from bench.retrieval_sets import Corpus, locomo, longmemeval
 from testkit.service_process import running_service
@@ -147,39 +146,47 @@ async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str
 
 
 async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, str]]) -> list[str]:
-    """Sequential p50 of each part on its own, and the two statements explained for the first question."""
+    """Sequential p50 of each part on its own — the query embedding, the raw query, and the service's search given
+    the vector (`ArchivalMemory.search`: its statement as the service builds and sends it, with the rows back) — and
+    both statements explained for the first question (the service's as it reached the driver)."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     searches = [(uuid.UUID(a), q) for a, q in searches]  # type: ignore[misc]
     vectors = [await embedder.embed_query(q) for _, q in searches]
-    embed_ms, raw_ms, hybrid_ms = [], [], []
+    embed_ms, raw_ms, search_ms = [], [], []
+    sent: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
     try:
         for (agent_id, question), vector in zip(searches, vectors, strict=True):
             started = time.perf_counter()
             await embedder.embed_query(question)
             embed_ms.append((time.perf_counter() - started) * 1000)
-            sql, params = search_statement(ArchivalPassage, agent_id, embedding=vector, terms=lexical.query_terms(question), k=10)
             async with sessions() as session:
                 conn = await session.connection()
-                for statement, values, into in (
-                    (RAW_SQL_NAMED, {"agent_id": agent_id, "embedding": str(vector)}, raw_ms),
-                    (sql, params, hybrid_ms),
-                ):
-                    started = time.perf_counter()
-                    (await conn.execute(text(statement), values)).all()
-                    into.append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                (await conn.execute(text(RAW_SQL_NAMED), {"agent_id": agent_id, "embedding": str(vector)})).all()
+                raw_ms.append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)
+                search_ms.append((time.perf_counter() - started) * 1000)
         (agent_id, question), vector = searches[0], vectors[0]
-        sql, params = search_statement(ArchivalPassage, agent_id, embedding=vector, terms=lexical.query_terms(question), k=10)
         async with sessions() as session:
+            sent.clear()
+            await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)
+            [(statement, parameters)] = sent
             plans = [
                 "raw pgvector query: " + await explain(session, RAW_SQL_NAMED, {"agent_id": agent_id, "embedding": str(vector)}),
-                "hybrid statement: " + await explain(session, sql, params),
+                "Engram's search statement: " + await explain_sent(session, statement, parameters),
             ]
     finally:
         await engine.dispose()
     return [
         f"parts alone, sequential p50: query embedding {statistics.median(embed_ms):.1f} ms, raw pgvector query "
-        f"{statistics.median(raw_ms):.1f} ms, Engram's hybrid statement {statistics.median(hybrid_ms):.1f} ms",
+        f"{statistics.median(raw_ms):.1f} ms, Engram's search given the vector {statistics.median(search_ms):.1f} ms",
         *plans,
     ]
 
