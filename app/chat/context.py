@@ -12,10 +12,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
 from app.chat import prompt
-from app.chat.tokens import estimate_tokens, json_tokens, message_tokens
+from app.chat.context_messages import KeptContexts
+from app.chat.tokens import estimate_tokens, json_tokens
 from app.chat.tools import CHAT_TOOLS
 from app.memory.models import Message
-from app.memory.service import CoreMemory, MessageLog
+from app.memory.service import CoreMemory
 from app.settings import Settings
 
 TOOLS_TOKENS = json_tokens(CHAT_TOOLS.schemas)
@@ -59,11 +60,12 @@ async def load_context(
     *,
     now: datetime,
     memories: str | None = None,
+    kept: KeptContexts | None = None,
 ) -> ContextView:
+    """`kept`: the contexts this process keeps between steps (a new one reads every message)."""
     blocks = await CoreMemory(session).blocks_of(agent.id)
-    messages = prompt.well_formed(await MessageLog(session).since(agent.id, agent.context_start_seq))
-    converted = [prompt.to_openai(m) for m in messages]
-    per_message = [message_tokens(m) for m in converted]
+    since_start = (await (kept or KeptContexts()).since(session, agent.id, agent.context_start_seq)).well_formed()
+    messages, converted, per_message = since_start.messages, since_start.converted, since_start.tokens
     window = settings.context_window_for(agent.model or settings.default_llm_model)
     system = prompt.system_prompt(agent, blocks, now, memories=memories)
     total = estimate_tokens(system) + TOOLS_TOKENS + sum(per_message)

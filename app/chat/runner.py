@@ -25,6 +25,7 @@ from app.chat.context import (
     needs_eviction,
     summary_request,
 )
+from app.chat.context_messages import KeptContexts
 from app.chat.events import (
     ErrorEvent,
     MessageEvent,
@@ -81,6 +82,7 @@ class TurnRunner:
         self.llm = services.llm
         self.settings = services.settings
         self.vectors = MessageVectors(services.sessions, services.embedder)
+        self.contexts = KeptContexts()
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -227,11 +229,12 @@ class TurnRunner:
         async with transaction(self.sessions) as session:
             agent = await running_agent(session, state.agent_id)
             if agent is None:
+                self.contexts.forget(state.agent_id)
                 return None
             if state.recollect_with is not None:  # the first step: memories for the whole turn, in the same read
                 state.memories = await self._recollect(session, agent, state, state.recollect_with)
                 state.recollect_with = None
-            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories, kept=self.contexts)
         cut = eviction_cut(view, self.settings, state.user_seq) if needs_eviction(view, self.settings) else None
         if cut is None:
             return agent, view
@@ -241,7 +244,7 @@ class TurnRunner:
             agent = await move_context_start(session, state.agent_id, summary, cut)
             if agent is None:
                 return None
-            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories)
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories, kept=self.contexts)
         log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
         return agent, view
 
