@@ -37,17 +37,30 @@ def test_company_is_judged_against_the_best_hit_of_the_same_memory() -> None:
     assert chosen == ["a", "c", "d"]
 
 
-def test_at_most_k_and_the_character_budget_the_first_always_fits() -> None:
+def test_at_most_k_and_the_character_budget_as_rendered_the_first_always_fits() -> None:
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     assert len(select(hits, k=3)) == 3
-    lines = select(hits, k=10, budget=720)  # lines of 235 characters with their newline
-    assert sum(len(r.line()) + 1 for r in lines) <= 720 and len(lines) == 3
+    # a heading of 22 characters, items of 211, each with its newline: 23 + 3 x 212 = 659, a fourth makes 871
+    chosen = select(hits, k=10, budget=720)
+    assert len(chosen) == 3 and len(recollection.render(chosen) or "") <= 720
+    # at 880, a fourth item of the same day fits (871); one of another day, with its heading (894), does not
+    assert len(select(hits[:4], k=10, budget=880)) == 4
+    other_day = hit(hits[3].content, hits[3].score, margin=0.1)
+    other_day.occurred_at = datetime(2026, 5, 2, tzinfo=UTC)
+    assert select([*hits[:3], other_day], k=10, budget=880) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], k=10, budget=100)
-    assert len(only.line()) < len(huge.content)  # cut to RECOLLECTION_CHARS
+    assert len(only.item) < len(huge.content)  # cut to RECOLLECTION_CHARS
 
 
-def test_the_rendering_dates_and_labels_each_memory() -> None:
+def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
     rendered = recollection.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
-    assert rendered == "- [archival, 2026-05-01] The user's cat is named Mochi"
+    assert rendered == "[archival, 2026-05-01]\n- The user's cat is named Mochi"
     assert recollection.render([]) is None
+    later = hit("user: I adopted a second cat", 0.8, source="conversation")
+    later.occurred_at = datetime(2026, 6, 2, tzinfo=UTC)
+    hits = [hit("Mochi is a tabby", 0.9, margin=0.1), later, hit("Mochi is three years old", 0.7)]
+    assert recollection.render(hits) == (
+        "[archival, 2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n"
+        "[conversation, 2026-06-02]\n- user: I adopted a second cat"
+    )

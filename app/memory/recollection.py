@@ -8,7 +8,7 @@ multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the 
 tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
 at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
 words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
-first, up to a budget of characters. Thresholds, K and the budget come from bench/recollection.py, chosen on
+first, up to a budget of characters, under a heading per memory and day. Thresholds, K and the budget come from bench/recollection.py, chosen on
 LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
@@ -45,8 +45,13 @@ class Recollection:
         """Relevant on its own: close in meaning or sharing enough of the query's words."""
         return self.margin >= MIN_MARGIN or self.coverage >= MIN_COVERAGE
 
-    def line(self) -> str:
-        return f"- [{self.source}, {self.occurred_at:%Y-%m-%d}] {self.content[:RECOLLECTION_CHARS]}"
+    @property
+    def heading(self) -> str:
+        return f"[{self.source}, {self.occurred_at:%Y-%m-%d}]"
+
+    @property
+    def item(self) -> str:
+        return f"- {self.content[:RECOLLECTION_CHARS]}"
 
 
 def coverage(query_tokens: set[str], search_text: str) -> float:
@@ -57,18 +62,21 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
 
 def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, company: float = COMPANY_RATIO) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones and those
-    within `company` of their source's best score, at most `k` and `budget` characters (the first always fits)."""
+    within `company` of their source's best score, at most `k` and `budget` characters as `render` writes them (the
+    first always fits)."""
     if not any(h.evident for h in hits):
         return []
     best = {source: max(h.score for h in hits if h.source == source) for source in {h.source for h in hits}}
     kept = sorted((h for h in hits if h.evident or h.score >= company * best[h.source]), key=lambda h: -h.score)
     chosen: list[Recollection] = []
+    headings: set[str] = set()
     used = 0
     for hit in kept[:k]:
-        size = len(hit.line()) + 1
+        size = len(hit.item) + 1 + (0 if hit.heading in headings else len(hit.heading) + 1)
         if chosen and used + size > budget:
             break
         chosen.append(hit)
+        headings.add(hit.heading)
         used += size
     return chosen
 
@@ -117,6 +125,12 @@ async def recollect(
 
 
 def render(recollections: list[Recollection]) -> str | None:
+    """Best first, under a heading of their memory and day written once for the hits they share ("[archival,
+    2023-05-08]"; the day of its best hit places a heading): a conversation's hits often come from a few sessions,
+    and a heading per line cost them 25 characters each (bench/README.md, "Memory in the prompt")."""
     if not recollections:
         return None
-    return "\n".join(r.line() for r in recollections)
+    days: dict[str, list[str]] = {}
+    for r in recollections:
+        days.setdefault(r.heading, []).append(r.item)
+    return "\n".join(line for heading, items in days.items() for line in (heading, *items))
