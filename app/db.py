@@ -121,11 +121,11 @@ def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
 
 def _ping(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """Checks a pooled connection as it is handed out: a backend that died (a database restart, an idle timeout, a
-    terminated backend) costs the request nothing but a new connection. One round trip: `SELECT 1` in the simple query
-    protocol (asyncpg fails on the empty response to `;`). SQLAlchemy's own pre-ping on asyncpg opens and rolls back a
-    transaction around a prepared `;` (for pgbouncer's transaction mode, which has no trouble with a simple-protocol
-    statement): three, ~7 % of a short search's time on the event loop (bench/README.md). A failure invalidates every pooled connection, as the
-    pre-ping does: after a restart they are all dead."""
+    terminated backend) costs the request nothing but a new connection. One round trip: `SELECT 1` in the simple
+    query protocol (asyncpg fails on the empty response to `;`). SQLAlchemy's own pre-ping on asyncpg opens and rolls
+    back a transaction around a prepared `;` (for pgbouncer's transaction mode, which has no trouble with a
+    simple-protocol statement): three, ~7 % of a short search's time on the event loop (bench/README.md). A failure
+    invalidates every pooled connection, as the pre-ping does: after a restart they are all dead."""
     try:
         await_(dbapi_connection.driver_connection.execute("SELECT 1"))
     except Exception as error:

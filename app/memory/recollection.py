@@ -8,8 +8,8 @@ multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the 
 tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
 at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
 words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
-first, up to a budget of characters, under a heading per memory and day. Thresholds, K and the budget come from bench/recollection.py, chosen on
-LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
+first, up to a budget of characters, under a heading per memory and day. Thresholds, K and the budget come from
+bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
 from dataclasses import dataclass
