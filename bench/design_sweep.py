@@ -1,9 +1,13 @@
 """How the hybrid design was chosen, and how much each of its parameters matters, on every set at once.
 
-Every design of a grid (vector weight x lexical floor x reply share) is scored by the replica of the hybrid statement
-(bench/fusion_replica.py) on the vectors the service stored. The protocol cannot favour one set: a design must keep
-the Japanese set's top-3 at 1.00 for Japanese and English-to-Japanese questions, and among those the winner is the
-one whose *worst* lead over the best same-run baseline, at recall@5 on LongMemEval and on LoCoMo, is largest.
+Every design of a grid (vector weight x centre share x reply share) is scored by the replica of the hybrid statement
+(bench/fusion_replica.py) on the vectors the service stored. The protocol cannot favour one set, nor one lucky
+corner of the grid: a design must keep the Japanese set's top-3 at 1.00 for Japanese and English-to-Japanese
+questions, and so must every design one step away from it on the grid; among those, the winner is the one whose
+*worst* lead over the best same-run baseline, on LongMemEval and on LoCoMo, is largest, counting for each design
+the worst of itself and its neighbours. A lead is the mean over recall @1/@3/@5/@10 (at @5 alone, one evidence turn
+of LongMemEval's 42 is 0.008 and decided between designs 0.03 apart on LoCoMo's 760 questions). Worst cases within
+RESOLUTION of the best are ties, which the mean lead over the sets decides.
 Printed: the best designs under that protocol, what choosing on one set alone would have given on the other
 (leave-one-set-out), and a sensitivity table: each lever moved alone from the shipped design.
 """
@@ -20,14 +24,16 @@ from bench.fusion_replica import SHIPPED, Design, baselines, engram
 from bench.retrieval_sets import KS
 
 AT5 = KS.index(5)
+RESOLUTION = 0.006  # of a worst-case lead: one evidence turn of LongMemEval dev's 42 at one of the four ranks
 JAPANESE_KINDS = ("ja", "en-ja")  # top-3 must stay 1.00 for these
 GRID = {
-    "vector_weight": (0.35, 0.4, 0.45, 0.5, 0.55, 0.6),
-    "lexical_floor": (0.25, 0.5, 0.75, 1.0),
+    "vector_weight": (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6),
+    "centre_share": (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8),
     "reply_share": (0.0, 0.2, 0.3, 0.4),
 }
 SENSITIVITY = {
     "vector_weight": (0.3, 0.4, 0.45, 0.5, 0.6, 0.7),
+    "centre_share": (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0),
     "lexical_floor": (0.0, 0.25, 0.5, 0.75, 1.0),
     "reply_share": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
     "reply_lead": (5, 10, 30, 100),
@@ -75,14 +81,36 @@ class Scorer:
         return all(top3.get(kind, 1.0) >= 1.0 for kind in JAPANESE_KINDS)
 
     def lead(self, name: str, design: Design) -> float:
+        """The mean lead over the best baseline across recall @1/@3/@5/@10."""
+        return float(np.mean(self.score(name, design)[0] - self.best_baseline[name]))
+
+    def lead_at5(self, name: str, design: Design) -> float:
         return float(self.score(name, design)[0][AT5] - self.best_baseline[name][AT5])
 
     def worst_lead(self, design: Design, sets: Iterable[str] | None = None) -> float:
         return min(self.lead(n, design) for n in (sets or self.ranked))
 
+    def mean_lead(self, design: Design) -> float:
+        return float(np.mean([self.lead(n, design) for n in self.ranked]))
+
+    def robust(self, design: Design) -> tuple[bool, float]:
+        """Admissible with all its grid neighbours, and the worst lead over itself and them."""
+        near = [design, *neighbours(design)]
+        return all(self.admissible(d) for d in near), min(self.worst_lead(d) for d in near)
+
 
 def grid() -> list[Design]:
     return [SHIPPED.but(**dict(zip(GRID, values, strict=True))) for values in itertools.product(*GRID.values())]
+
+
+def neighbours(design: Design) -> list[Design]:
+    """The designs of the grid one step away in one lever."""
+    out = []
+    for lever, values in GRID.items():
+        at = values.index(getattr(design, lever)) if getattr(design, lever) in values else None
+        if at is not None:
+            out += [design.but(**{lever: values[i]}) for i in (at - 1, at + 1) if 0 <= i < len(values)]
+    return out
 
 
 def _describe(design: Design) -> str:
@@ -93,7 +121,9 @@ def _cells(scorer: Scorer, design: Design) -> str:
     cells = []
     for name in scorer.ranked:
         r = scorer.score(name, design)[0]
-        cells.append(f"{r[0]:.3f}/{r[AT5]:.3f}/{r[-1]:.3f} ({scorer.lead(name, design):+.3f})")
+        cells.append(
+            f"{r[0]:.3f}/{r[AT5]:.3f}/{r[-1]:.3f} ({scorer.lead(name, design):+.3f}, @5 {scorer.lead_at5(name, design):+.3f})"
+        )
     if scorer.japanese:
         top3 = scorer.score(scorer.japanese, design)[1]
         cells.append("/".join(f"{top3.get(k, float('nan')):.2f}" for k in JAPANESE_KINDS))
@@ -102,23 +132,29 @@ def _cells(scorer: Scorer, design: Design) -> str:
 
 def report(queries_by_set: dict[str, list]) -> dict:
     scorer = Scorer(queries_by_set)
-    header = " | ".join(f"{n + ' @1/@5/@10 (@5 lead)':<30}" for n in scorer.ranked)
+    header = " | ".join(f"{n + ' @1/@5/@10 (mean lead, @5 lead)':<42}" for n in scorer.ranked)
     header += " | Japanese top-3 " + "/".join(JAPANESE_KINDS) if scorer.japanese else ""
-    designs = [d for d in grid() if scorer.admissible(d)]
-    ranked = sorted(designs, key=lambda d: (-scorer.worst_lead(d), -np.mean([scorer.lead(n, d) for n in scorer.ranked])))
+    robust = {d: scorer.robust(d) for d in grid()}
+    designs = [d for d in grid() if robust[d][0]]
+    best = max(robust[d][1] for d in designs)
+    ranked = sorted(designs, key=lambda d: (robust[d][1] < best - RESOLUTION, -scorer.mean_lead(d), -robust[d][1]))
     print(
-        f"\n== Design choice: {len(designs)} of {len(grid())} grid designs keep the Japanese top-3 at 1.00; best worst-case @5 lead"
+        f"\n== Design choice: {len(designs)} of {len(grid())} grid designs keep the Japanese top-3 at 1.00 with their"
+        " neighbours; best worst-case mean lead over themselves and their neighbours (ties within"
+        f" {RESOLUTION}: the best mean lead over the sets)"
     )
-    print(f"{'design':<52} | {header}")
+    print(f"{'design':<52} | {'robust':>7} | {header}")
     for d in ranked[:8]:
-        print(f"{_describe(d):<52} | {_cells(scorer, d)}")
-    print(f"{'shipped: ' + _describe(SHIPPED):<52} | {_cells(scorer, SHIPPED)}")
-    print("\nLeave one set out (chosen on one set's @5 lead alone, then scored on the other): ")
+        print(f"{_describe(d):<52} | {robust[d][1]:+.3f} | {_cells(scorer, d)}")
+    print(
+        f"{'shipped: ' + _describe(SHIPPED):<52} | {robust.get(SHIPPED, (0, float('nan')))[1]:+.3f} | {_cells(scorer, SHIPPED)}"
+    )
+    print("\nLeave one set out (chosen on one set's mean lead alone, then scored on the other): ")
     for chosen_on in scorer.ranked:
         best = max(designs, key=lambda d: scorer.lead(chosen_on, d))
         others = ", ".join(f"{n} lead {scorer.lead(n, best):+.3f}" for n in scorer.ranked if n != chosen_on)
         print(f"  chosen on {chosen_on}: {_describe(best)} -> {chosen_on} lead {scorer.lead(chosen_on, best):+.3f}; {others}")
-    print("\n== Sensitivity: each lever moved alone from the shipped design (recall @1/@5/@10, @5 lead over the best baseline)")
+    print("\n== Sensitivity: each lever moved alone from the shipped design (recall @1/@5/@10, leads over the best baseline)")
     print(f"{'lever':<28} | {header}")
     table = {}
     for lever, values in SENSITIVITY.items():

@@ -27,6 +27,7 @@ class Design:
     """The parameters of the hybrid ranking; the defaults are what app/memory/hybrid.py ships."""
 
     vector_weight: float = hybrid.VECTOR_WEIGHT["hybrid"]
+    centre_share: float = hybrid.CENTRE_SHARE["hybrid"]  # of the vector candidates' mean, taken from the query
     candidates: int = hybrid.CANDIDATES_PER_LIST
     k1: float = hybrid.BM25_K1
     b: float = hybrid.BM25_B
@@ -136,15 +137,18 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
     cosine = ix.vectors @ query_vector
     bm25 = terms.bm25(query_terms, design.k1, design.b)
     lexical_ids = [i for i in _top(bm25, design.candidates) if bm25[i] > 0]
-    pool = np.array(sorted(set(_top(cosine, design.candidates).tolist()) | set(lexical_ids)))
+    nearest = _top(cosine, design.candidates)
+    centred = ix.vectors @ (query_vector - design.centre_share * ix.vectors[nearest].mean(axis=0))
+    pool = np.array(sorted(set(nearest.tolist()) | set(lexical_ids)))
     sim = cosine[pool]
-    span = sim.max() - sim.min()
-    sim_n = (sim - sim.min()) / span if span > 0 else np.ones_like(sim)
+    low, high = centred[pool].min(), centred[pool].max()
+    sim_n = (centred[pool] - low) / (high - low) if high > low else np.ones_like(sim)
     scale = max(bm25[pool].max(), design.lexical_floor * terms.bound(query_terms, design.k1))
     lex_n = bm25[pool] / scale if scale > 0 else np.zeros(len(pool))
     fused = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n
     if design.reply_share:
-        pool, fused, sim = _with_replies(ix, pool, fused, cosine, bm25 / scale if scale > 0 else bm25 * 0, design)
+        pool, fused = _with_replies(ix, pool, fused, centred, bm25 / scale if scale > 0 else bm25 * 0, design)
+        sim = cosine[pool]
     fused = fused + design.date_share * _named(ix, query, pool) + design.speaker_share * _spoken(ix, query, pool)
     # ties: the higher cosine first, as the statement orders them
     order = np.lexsort((-sim, -fused))
@@ -166,10 +170,11 @@ def _spoken(ix: Indexed, query: str, rows: np.ndarray) -> np.ndarray:
     return np.array([1.0 if ix.speakers[i] in named else 0.0 for i in rows])
 
 
-def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.ndarray, lex_n: np.ndarray, design: Design):
+def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, centred: np.ndarray, lex_n: np.ndarray, design: Design):
     """The short passage after each of the top `reply_lead` passages that is a short question gains `reply_share` of
-    its score (at most 1 in all); one outside the candidates joins them, its own score computed as theirs were."""
-    lo, hi = cosine[pool].min(), cosine[pool].max()
+    its score (at most 1 in all); one outside the candidates joins them, its own score computed as theirs were.
+    `centred`: every passage's centred cosine. Returns the rows and their scores."""
+    lo, hi = centred[pool].min(), centred[pool].max()
     own = dict(zip(pool.tolist(), fused.tolist(), strict=True))
     boosted = dict(own)
     lengths = ix.terms(design.tokens).lengths
@@ -179,8 +184,8 @@ def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, cosine: np.n
         short = reply < len(ix.passages) and max(lengths[question], lengths[reply]) <= design.reply_max_tokens
         if short and QUESTION.search(ix.passages[question]):
             if reply not in own:
-                sim_n = min(max((cosine[reply] - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
+                sim_n = min(max((centred[reply] - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
                 own[reply] = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n[reply]
             boosted[reply] = min(own[reply] + design.reply_share * own[question], 1.0)
     ids = np.array(sorted(boosted))
-    return ids, np.array([boosted[i] for i in ids]), cosine[ids]
+    return ids, np.array([boosted[i] for i in ids])

@@ -31,14 +31,14 @@ VECTORS = {
     "weekend plans: the user visits Kyoto": unit(e0=0.7, e1=0.714),
     # No query word, but the closest in meaning.
     "Saturday: hiking with Ken in the mountains": unit(e0=0.9, e2=0.436),
-    # Only "user", a word every note shares, and far in meaning.
+    # Only "user", a word every note shares, and far in meaning (each on its own topic).
     **{
-        note: unit(e0=0.3, e3=0.954)
-        for note in (
-            "the user likes green tea",
-            "the user lives in Osaka",
-            "the user bought a kettle",
-            "the user reads at night",
+        note: unit(e0=0.3, **{f"e{axis}": 0.954})
+        for note, axis in (
+            ("the user likes green tea", 3),
+            ("the user lives in Osaka", 20),
+            ("the user bought a kettle", 21),
+            ("the user reads at night", 22),
         )
     },
     # Nothing in common with the query.
@@ -51,10 +51,10 @@ class HandPlacedEmbedder:
     model, dim = "hand-placed", E5_DIM
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [(VECTORS | CHAT | DATED | SPOKEN)[t] for t in texts]
+        return [(VECTORS | CHAT | DATED | SPOKEN | REGISTER)[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
-        return (VECTORS | CHAT | DATED | SPOKEN)[text]
+        return (VECTORS | CHAT | DATED | SPOKEN | REGISTER)[text]
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ CHAT = {
     REPLY: unit(e0=0.35, e6=0.937),
     LONG_REPLY: unit(e0=0.35, e10=0.937),
     LONG_ASKED: unit(e0=0.8, e11=0.6),
-    **{line: unit(e0=0.5, e8=0.866) for line in SMALL_TALK},
+    **{line: unit(e0=0.5, **{f"e{16 + i}": 0.866}) for i, line in enumerate(SMALL_TALK)},
 }
 
 
@@ -150,6 +150,33 @@ def test_long_lines_stand_on_their_own(hand_placed: TestClient) -> None:
     base = store(hand_placed, [*SMALL_TALK[:2], ASKED, LONG_REPLY, LONG_ASKED, REPLY, *SMALL_TALK[2:]])
     order = search(hand_placed, base, "hybrid", CONTEST)
     assert set(order[:2]) == {ASKED, LONG_ASKED} and set(order[-2:]) == {REPLY, LONG_REPLY}, order
+
+
+# Centring (hybrid.CENTRE_SHARE): a friend's small talk, all in her usual register (axis e30), is closer to a
+# question asked in that register than her one line about the topic asked (axis e31), which is nearer to the
+# question's own direction once what the candidates share is taken from it.
+ABOUT_PETS = "which pets does she keep at home"
+PETS = "Mel: Luna the cat and Oliver the dog."
+CHATTER = (
+    "Mel: Wow, that is so cool!",
+    "Mel: Haha, love it!",
+    "Mel: Awesome, tell me more!",
+    "Mel: So sweet of you!",
+    "Mel: That made my day!",
+    "Mel: Totally agree with you!",
+)
+REGISTER = {
+    ABOUT_PETS: unit(e30=0.866, e31=0.5),
+    PETS: unit(e30=0.45, e31=0.75, e40=0.49),
+    **{line: unit(e30=0.95, **{f"e{32 + i}": 0.31}) for i, line in enumerate(CHATTER)},
+}
+
+
+def test_what_the_nearest_rows_share_counts_for_none_of_them(hand_placed: TestClient) -> None:
+    base = store(hand_placed, [*CHATTER[:3], PETS, *CHATTER[3:]])
+    # No query word in any row: the cosine alone ranks, and small talk comes first by it.
+    assert search(hand_placed, base, "vector", ABOUT_PETS)[-1] == PETS
+    assert search(hand_placed, base, "hybrid", ABOUT_PETS)[0] == PETS
 
 
 ON_THE_DAY = "What did Jon find for the studio on 3 May, 2023?"

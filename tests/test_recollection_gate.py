@@ -53,6 +53,14 @@ def test_at_most_k_and_the_character_budget_as_rendered_the_first_always_fits() 
     assert len(only.item) < len(huge.content)  # cut to RECOLLECTION_CHARS
 
 
+def test_a_hit_too_long_for_what_is_left_gives_way_to_a_shorter_one() -> None:
+    first = hit("a" * 300, 0.9, margin=0.1)
+    long, short, shorter = hit("b" * 400, 0.85), hit("c" * 100, 0.8), hit("d" * 50, 0.75)
+    # 23 + 303 = 326; the long one would make 729 > 600: the next two fit (429, 482)
+    assert select([first, long, short, shorter], k=10, budget=600) == [first, short, shorter]
+    assert select([first, long, short, shorter], k=2, budget=600) == [first, short]
+
+
 def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
     rendered = recollection.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[archival, 2026-05-01]\n- The user's cat is named Mochi"

@@ -8,7 +8,8 @@ multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the 
 tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
 at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
 words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
-first, up to a budget of characters, under a heading per memory and day. Thresholds, K and the budget come from
+first, up to a budget of characters (one too long for what is left gives way to shorter ones after it), under a
+heading per memory and day. Thresholds, K and the budget come from
 bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
@@ -63,7 +64,7 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
 def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, company: float = COMPANY_RATIO) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones and those
     within `company` of their source's best score, at most `k` and `budget` characters as `render` writes them (the
-    first always fits)."""
+    first always fits). A hit too long for what is left of the budget leaves its place to the next that fits."""
     if not any(h.evident for h in hits):
         return []
     best = {source: max(h.score for h in hits if h.source == source) for source in {h.source for h in hits}}
@@ -71,13 +72,15 @@ def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, comp
     chosen: list[Recollection] = []
     headings: set[str] = set()
     used = 0
-    for hit in kept[:k]:
+    for hit in kept:
         size = len(hit.item) + 1 + (0 if hit.heading in headings else len(hit.heading) + 1)
         if chosen and used + size > budget:
-            break
+            continue
         chosen.append(hit)
         headings.add(hit.heading)
         used += size
+        if len(chosen) == k:
+            break
     return chosen
 
 
@@ -119,8 +122,9 @@ async def recollect(
     k: int,
     context_start_seq: int,
 ) -> list[Recollection]:
-    """Relevant archival passages and earlier messages, best first: `hits` through the gate (`select`)."""
-    found = await hits(session, agent_id, query, embedding, embedder=embedder, k=k, context_start_seq=context_start_seq)
+    """Relevant archival passages and earlier messages, best first: `hits` through the gate (`select`), which may
+    pass over a long hit for shorter ones after it (hence twice `k` searched)."""
+    found = await hits(session, agent_id, query, embedding, embedder=embedder, k=2 * k, context_start_seq=context_start_seq)
     return select(found, k=k)
 
 
