@@ -136,8 +136,8 @@ def report(queries_by_set: dict[str, list]) -> dict:
     header += " | Japanese top-3 " + "/".join(JAPANESE_KINDS) if scorer.japanese else ""
     robust = {d: scorer.robust(d) for d in grid()}
     designs = [d for d in grid() if robust[d][0]]
-    best = max(robust[d][1] for d in designs)
-    ranked = sorted(designs, key=lambda d: (robust[d][1] < best - RESOLUTION, -scorer.mean_lead(d), -robust[d][1]))
+    top = max(robust[d][1] for d in designs)
+    ranked = sorted(designs, key=lambda d: (robust[d][1] < top - RESOLUTION, -scorer.mean_lead(d), -robust[d][1]))
     print(
         f"\n== Design choice: {len(designs)} of {len(grid())} grid designs keep the Japanese top-3 at 1.00 with their"
         " neighbours; best worst-case mean lead over themselves and their neighbours (ties within"

@@ -107,9 +107,10 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, da
         await agent_indexes.maintain_once(session.bind)
     async with sessions() as session:  # the stored vectors, as the baselines' input
         rows = (
-            await session.execute(
-                text("SELECT id, content, embedding::text, occurred_at FROM archival_passages WHERE agent_id = :a"),
-                {"a": agent.id},
+            await session.exec(
+                text("SELECT id, content, embedding::text, occurred_at FROM archival_passages WHERE agent_id = :a").bindparams(
+                    a=agent.id
+                )
             )
         ).all()
     by_id = {r[0]: (r[1], np.asarray(json.loads(r[2]), dtype=np.float32), r[3]) for r in rows}

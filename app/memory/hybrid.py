@@ -67,7 +67,7 @@ MAX_LEXICAL_MATCHES = 2000
 PROBE_ROWS = 1000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.4, "vector": 1.0, "text": 0.0}
-# The hybrid's cosine is taken to the query less this share of its vector candidates' mean (`_nearest`); the
+# The hybrid's cosine is taken to the query less this share of its vector candidates' mean (`_centred`); the
 # vector mode ranks by the plain cosine.
 CENTRE_SHARE = {"hybrid": 0.6, "vector": 0.0, "text": 0.0}
 # A short reply to one of the REPLY_LEAD best-scoring short questions gains this share of the question's score.

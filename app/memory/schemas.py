@@ -112,7 +112,8 @@ class PassageRead(ReadModel):
     score: float | None = Field(
         default=None,
         description="searches only: the rank score, 0..1: the cosine to the query less part of its vector candidates' "
-        "mean, min-max normalised, and normalised BM25 over the candidates, combined, and a reply to a question raised by part of the question's score; plus "
+        "mean, min-max normalised, and normalised BM25 over the candidates, combined, and a reply to a question "
+        "raised by part of the question's score; plus "
         f"{DATE_SHARE} for a passage from a date the query names and {SPEAKER_SHARE} for one said by a speaker it names "
         "(app/memory/hybrid.py)",
     )
