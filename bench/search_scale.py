@@ -121,7 +121,7 @@ async def timed_searches(
     for embedding, terms in queries:
         async with sessions() as session:
             if ef_search:
-                await session.execute(text(f"SET hnsw.ef_search = {ef_search}"))
+                await session.exec(text(f"SET hnsw.ef_search = {ef_search}"))
             started = time.perf_counter()
             hits = await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
             latencies.append((time.perf_counter() - started) * 1000)
