@@ -8,7 +8,7 @@ holds, the share of questions with any evidence there, and the characters of rec
 set's unrelated questions measure the other side: how often memory is injected when none applies. Questions of one
 corpus go to one agent in order, as a user would ask them (earlier questions become recall memory).
 
-Before the chat runs, the gate's parameters are swept offline on the same hybrid hits (twice the k swept, through
+Before the chat runs, the gate's parameters are swept offline on the same hybrid hits (as many as recollect() searches, through
 ArchivalMemory.search, with the margins and coverages recollect() computes) through recollection.select(), the
 function the service runs: the table shows each set at once, and the shipped values are marked.
 
@@ -76,7 +76,8 @@ def describe(f: dict) -> str:
 
 
 async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: list[RetrievalSet]) -> dict:
-    """Per set: per question, its archival hits as recollect() sees them (twice the largest k swept) and its evidence."""
+    """Per set: per question, its archival hits as recollect() would see them at the largest k swept, and its
+    evidence."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     out: dict[str, list] = {}
@@ -92,7 +93,7 @@ async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: li
                             q.text,
                             vector,
                             embedder=embedder,
-                            k=2 * max(SWEEP["k"]),
+                            k=recollection.SEARCHED_PER_K * max(SWEEP["k"]),
                             context_start_seq=0,
                         )
                     out.setdefault(s.name, []).append((corpus, q, found))

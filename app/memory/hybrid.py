@@ -108,16 +108,20 @@ vec AS (
 )"""
 
 
-def _centred(row: str, centre_share: float) -> str:
-    """The cosine of `row` (an alias) to the query less `centre_share` of its dot product with the mean of the
-    query's vector candidates (what the rows nearest the query share: the agent's topic, a speaker's manner).
+def _cosine(row: str) -> str:
+    """The cosine of `row` (an alias) to the query; NULL for a row not embedded (yet)."""
+    return f"1 - ({row}.embedding <=> CAST(:embedding AS vector))"
+
+
+def _centred(similarity: str, row: str, centre_share: float) -> str:
+    """`similarity` (the row's cosine, an SQL expression) less `centre_share` of the row's dot product with the mean
+    of the query's vector candidates (what the rows nearest the query share: the agent's topic, a speaker's manner).
     multilingual-e5 puts every text at a cosine of 0.75-0.85 to every other; within a query's neighbourhood what
     the candidates have in common says nothing about which of them answers, and small talk in the agent's usual
     register ("Wow, that painting is awesome!") rides on it. Centring is the classic cure for such hubs (Suzuki et
     al., "Centering similarity measures to reduce hubs", EMNLP 2013), here on the query's own neighbourhood: no
     statistic is kept on write, and an agent's other topics do not pull it (the store-wide mean was measured and is
     worse on LoCoMo: bench/README.md)."""
-    similarity = f"1 - ({row}.embedding <=> CAST(:embedding AS vector))"
     if not centre_share:
         return similarity
     # <#> is the negative inner product; coalesce: no candidates, no centring
@@ -130,12 +134,11 @@ def _fused(table: str, vector_weight: float, centre_share: float, bonus: str) ->
     `t` gains at the end (see `_bonus`)."""
     return f"""
 pool AS (
-    SELECT t.id,
-           1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity,  -- NULL: not embedded (yet)
-           {_centred("t", centre_share)} AS centred,
+    SELECT t.id, c.similarity, {_centred("c.similarity", "t", centre_share)} AS centred,
            coalesce(b.score, 0) AS bm25,
            {bonus} AS bonus
     FROM (SELECT id FROM vec UNION SELECT id FROM lex) p JOIN {table} t ON t.id = p.id LEFT JOIN bm25 b ON b.id = p.id
+    CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
 ), norms AS (
     SELECT min(centred) AS low, max(centred) AS high,
            nullif((SELECT value FROM bound), 0) AS lexical_scale
@@ -200,11 +203,9 @@ lead AS (
            {bonus}
     FROM replies r JOIN {table} t ON t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
     CROSS JOIN norms
-    CROSS JOIN LATERAL (
-        SELECT 1 - (t.embedding <=> CAST(:embedding AS vector)) AS similarity, {_centred("t", centre_share)} AS centred
-    ) c
+    CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
     CROSS JOIN LATERAL (SELECT coalesce(f.score,
-        {vector_weight} * coalesce(least(greatest((c.centred - low) / nullif(high - low, 0), 0), 1), 0)
+        {vector_weight} * coalesce(least(greatest(({_centred("c.similarity", "t", centre_share)} - low) / nullif(high - low, 0), 0), 1), 0)
         + {1 - vector_weight} * coalesce(b.score / lexical_scale, 0)) AS score) own
 )"""
 

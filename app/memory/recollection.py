@@ -29,6 +29,7 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 COMPANY_RATIO = 0.8
 RECOLLECTION_CHARS = 600  # of one memory
 BUDGET_CHARS = 1500  # of all of them
+SEARCHED_PER_K = 2  # hits searched per memory for each one K lets in: `select` may pass over a long one
 
 
 @dataclass
@@ -123,8 +124,10 @@ async def recollect(
     context_start_seq: int,
 ) -> list[Recollection]:
     """Relevant archival passages and earlier messages, best first: `hits` through the gate (`select`), which may
-    pass over a long hit for shorter ones after it (hence twice `k` searched)."""
-    found = await hits(session, agent_id, query, embedding, embedder=embedder, k=2 * k, context_start_seq=context_start_seq)
+    pass over a long hit for shorter ones after it (hence SEARCHED_PER_K x `k` searched)."""
+    found = await hits(
+        session, agent_id, query, embedding, embedder=embedder, k=SEARCHED_PER_K * k, context_start_seq=context_start_seq
+    )
     return select(found, k=k)
 
 
