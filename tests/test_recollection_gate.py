@@ -40,14 +40,14 @@ def test_company_is_judged_against_the_best_hit_of_the_same_memory() -> None:
 def test_at_most_k_and_the_character_budget_as_rendered_the_first_always_fits() -> None:
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     assert len(select(hits, k=3)) == 3
-    # a heading of 22 characters, items of 211, each with its newline: 23 + 3 x 212 = 659, a fourth makes 871
+    # a heading of 12 characters, items of 211, each with its newline: 13 + 3 x 212 = 649, a fourth makes 861
     chosen = select(hits, k=10, budget=720)
     assert len(chosen) == 3 and len(recollection.render(chosen) or "") <= 720
-    # at 880, a fourth item of the same day fits (871); one of another day, with its heading (894), does not
-    assert len(select(hits[:4], k=10, budget=880)) == 4
+    # at 870, a fourth item of the same day fits (861); one of another day, with its heading (874), does not
+    assert len(select(hits[:4], k=10, budget=870)) == 4
     other_day = hit(hits[3].content, hits[3].score, margin=0.1)
     other_day.occurred_at = datetime(2026, 5, 2, tzinfo=UTC)
-    assert select([*hits[:3], other_day], k=10, budget=880) == hits[:3]
+    assert select([*hits[:3], other_day], k=10, budget=870) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], k=10, budget=100)
     assert len(only.item) < len(huge.content)  # cut to RECOLLECTION_CHARS
@@ -56,19 +56,18 @@ def test_at_most_k_and_the_character_budget_as_rendered_the_first_always_fits() 
 def test_a_hit_too_long_for_what_is_left_gives_way_to_a_shorter_one() -> None:
     first = hit("a" * 300, 0.9, margin=0.1)
     long, short, shorter = hit("b" * 400, 0.85), hit("c" * 100, 0.8), hit("d" * 50, 0.75)
-    # 23 + 303 = 326; the long one would make 729 > 600: the next two fit (429, 482)
+    # 13 + 303 = 316; the long one would make 719 > 600: the next two fit (419, 472)
     assert select([first, long, short, shorter], k=10, budget=600) == [first, short, shorter]
     assert select([first, long, short, shorter], k=2, budget=600) == [first, short]
 
 
 def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
     rendered = recollection.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
-    assert rendered == "[archival, 2026-05-01]\n- The user's cat is named Mochi"
+    assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"
     assert recollection.render([]) is None
     later = hit("user: I adopted a second cat", 0.8, source="conversation")
     later.occurred_at = datetime(2026, 6, 2, tzinfo=UTC)
     hits = [hit("Mochi is a tabby", 0.9, margin=0.1), later, hit("Mochi is three years old", 0.7)]
     assert recollection.render(hits) == (
-        "[archival, 2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n"
-        "[conversation, 2026-06-02]\n- user: I adopted a second cat"
+        "[2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n[conversation, 2026-06-02]\n- user: I adopted a second cat"
     )

@@ -86,7 +86,7 @@ def test_a_move_supersedes_the_old_home_through_the_tools(settings: Settings, em
         ]
         llm.reset(reply_with_recalled_memories)
         recalled = chat(client, agent, asked)["reply"]
-        assert f"[archival, {today}]\n- The user lives in Osaka." in recalled and "Tokyo" not in recalled
+        assert f"[{today}]\n- The user lives in Osaka." in recalled and "Tokyo" not in recalled
 
         # The tool refuses to supersede a fact twice, naming its successor.
         llm.reset(

@@ -60,8 +60,9 @@ def system_prompt(
         parts.append(f"## Summary of the earlier conversation (now only in recall memory)\n{agent.summary}")
     if memories:
         parts.append(
-            "## Possibly relevant memories (found automatically for the user's latest message; use them only if "
-            f"they really apply, and search for more if you need it)\n{memories}"
+            "## Possibly relevant memories (found automatically for the user's latest message: archival memory under "
+            "the day it is dated, earlier messages under [conversation, day]; use them only if they really apply, and "
+            f"search for more if you need it)\n{memories}"
         )
     if pressure is not None:
         parts.append(
