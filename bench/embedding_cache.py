@@ -14,7 +14,7 @@ from app.llm.embeddings import Embedder
 
 class CachedEmbedder:
     def __init__(self, inner: Embedder, directory: Path):
-        self.inner, self.model, self.dim = inner, inner.model, inner.dim
+        self.inner, self.model, self.dim, self.symmetric = inner, inner.model, inner.dim, inner.symmetric
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{inner.model.replace('/', '_')}-{inner.dim}.pkl"
         self.vectors: dict[bytes, np.ndarray] = pickle.loads(self.path.read_bytes()) if self.path.exists() else {}

@@ -48,7 +48,7 @@ EXACT, HIKING = "weekend plans: the user visits Kyoto", "Saturday: hiking with K
 
 
 class HandPlacedEmbedder:
-    model, dim = "hand-placed", E5_DIM
+    model, dim, symmetric = "hand-placed", E5_DIM, True
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return [(VECTORS | CHAT | DATED | SPOKEN | REGISTER)[t] for t in texts]

@@ -19,7 +19,7 @@ class SlowQueries:
     """The test embedder, taking its time over queries: long enough to look at the database meanwhile."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self.inner, self.model, self.dim = embedder, embedder.model, embedder.dim
+        self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
         self.asked = threading.Event()
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:

@@ -138,7 +138,7 @@ class FailingAfter:
     """The real embedder, failing from its n-th call on: a run that dies half-way (a crash, a lost endpoint)."""
 
     def __init__(self, inner: Embedder, calls: int):
-        self.inner, self.model, self.dim, self.calls = inner, inner.model, inner.dim, calls
+        self.inner, self.model, self.dim, self.symmetric, self.calls = inner, inner.model, inner.dim, inner.symmetric, calls
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls -= 1

@@ -29,13 +29,15 @@ class MessageVectors:
         self.embedder = embedder
         self._tasks: DetachedTasks[None] = DetachedTasks()
 
-    def later(self, message_id: uuid.UUID, text: str) -> None:
-        """Compute and store the message's vector in the background (the LLM's next call overlaps it)."""
-        self._tasks.spawn(self._store(message_id, text), name=f"embed-message-{message_id}")
+    def later(self, message_id: uuid.UUID, text: str, *, vector: list[float] | None = None) -> None:
+        """Compute and store the message's vector in the background (the LLM's next call overlaps it); `vector`:
+        computed already (a symmetric embedder's query vector of the user's message), only stored."""
+        self._tasks.spawn(self._store(message_id, text, vector), name=f"embed-message-{message_id}")
 
-    async def _store(self, message_id: uuid.UUID, text: str) -> None:
+    async def _store(self, message_id: uuid.UUID, text: str, vector: list[float] | None) -> None:
         try:
-            [vector] = await self.embedder.embed_passages([text])
+            if vector is None:
+                [vector] = await self.embedder.embed_passages([text])
             await self._save([(message_id, vector)])
         except Exception:  # the embedder or the database failed, the agent was deleted meanwhile
             log.warning("could not store the vector of message %s; the sweep tries again", message_id, exc_info=True)

@@ -64,6 +64,8 @@ class _ChatState(TurnState):
     user_seq: int = 0
     message: str = ""
     unembedded: list[tuple[uuid.UUID, str]] = field(default_factory=list)  # messages stored, their vectors not asked for
+    # Vectors of unembedded messages known already: the user's, a symmetric embedder's query vector of it.
+    known_vectors: dict[uuid.UUID, list[float]] = field(default_factory=dict)
     recollect_with: list[float] | None = None  # the query vector, until the first step's context recollects with it
     memories: str | None = None  # recollections put into the prompt for this turn
     sent: list[str] = field(default_factory=list)
@@ -115,6 +117,8 @@ class TurnRunner:
                     with turn_phase("embed_query"):
                         query_vector = await query
                     state.recollect_with = query_vector
+                    if query_vector is not None and self.embedder.symmetric:
+                        state.known_vectors[user_message] = query_vector
                 stop = await self._steps(state)
             except asyncio.CancelledError:
                 await asyncio.shield(self._finish(state, "cancelled"))
@@ -318,7 +322,7 @@ class TurnRunner:
 
     def _embed_messages(self, state: _ChatState) -> None:
         for message_id, text in state.unembedded:
-            self.vectors.later(message_id, text)
+            self.vectors.later(message_id, text, vector=state.known_vectors.pop(message_id, None))
         state.unembedded.clear()
 
     async def _finish(self, state: _ChatState, stop: StopReason) -> TurnResult:

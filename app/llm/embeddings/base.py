@@ -38,6 +38,8 @@ class EmbeddingRefused(EmbeddingError):
 class Embedder(Protocol):
     model: str  # stored with every vector: vectors of different models are never compared
     dim: int
+    # Queries and passages are embedded alike (no e5 prefixes): a message's query vector is its passage vector.
+    symmetric: bool
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -60,6 +62,7 @@ class LocalModelEmbedder:
 
     model: str
     dim: int
+    symmetric = False  # e5's `query: ` / `passage: `, sentence-transformers' prompts
 
     def __init__(self) -> None:
         self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries")

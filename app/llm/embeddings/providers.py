@@ -85,6 +85,8 @@ class SentenceTransformerEmbedder(LocalModelEmbedder):
 class OpenAIEmbedder:
     """Any OpenAI-compatible /v1/embeddings endpoint (symmetric: queries and passages are embedded alike)."""
 
+    symmetric = True
+
     def __init__(self, client: AsyncOpenAI, model: str, dim: int, batch_size: int = 96):
         self.model = model
         self.dim = dim
