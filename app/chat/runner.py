@@ -247,6 +247,7 @@ class TurnRunner:
         async with transaction(self.sessions) as session:
             agent = await move_context_start(session, state.agent_id, summary, cut)
             if agent is None:
+                self.contexts.forget(state.agent_id)
                 return None
             view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories, kept=self.contexts)
         log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
