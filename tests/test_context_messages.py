@@ -106,3 +106,31 @@ def test_agents_least_recently_read_are_let_go_beyond_the_bound(database_url: st
             await engine.dispose()
 
     asyncio.run(run())
+
+
+def test_what_was_kept_survives_the_rollback_of_the_read_that_kept_it(database_url: str) -> None:
+    """A step's read is rolled back when its transaction fails (the database went away at commit): the messages it
+    kept must still be readable at the next step, which reads on from the last of them."""
+
+    async def run() -> None:
+        engine = db.create_engine(database_url)
+        sessions = db.session_factory(engine)
+        agent_id = uuid.uuid4()
+        try:
+            async with db.transaction(sessions) as session:
+                session.add(Agent(id=agent_id, tenant_id=DEFAULT_TENANT_ID, name="rolled back"))
+                await session.flush()
+                for content in ("a", "b"):
+                    await MessageLog(session).add(Message(agent_id=agent_id, role="user", content=content))
+            kept = KeptContexts()
+            async with sessions() as session:
+                await kept.since(session, agent_id, 0)
+                await session.rollback()
+            async with db.transaction(sessions) as session:
+                await MessageLog(session).add(Message(agent_id=agent_id, role="user", content="c"))
+            async with sessions() as session:
+                assert [m.content for m in (await kept.since(session, agent_id, 0)).messages] == ["a", "b", "c"]
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())

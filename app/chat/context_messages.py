@@ -69,7 +69,10 @@ class KeptContexts:
         elif start_seq > kept.start_seq:
             kept = kept.from_seq(start_seq)
         after = (kept.messages[-1].seq or 0) + 1 if kept.messages else start_seq
-        kept.extend(await MessageLog(session).since(agent_id, after))
+        read = await MessageLog(session).since(agent_id, after)
+        for message in read:  # kept as read: a rollback of this session would expire them, and the next step fail
+            session.expunge(message)
+        kept.extend(read)
         self._agents[agent_id] = kept
         self._held += len(kept.messages)
         while self._held > self._max_messages and len(self._agents) > 1:
