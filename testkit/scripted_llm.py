@@ -60,6 +60,7 @@ class ScriptedLLM:
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_delay = 0.0  # seconds each /v1/embeddings request takes (a slow embedding service)
         self.embedding_refusals: dict[str, int] = {}  # a marker -> the status of any request with an input holding it
+        self.embedding_shortfall = 0  # vectors left out of every /v1/embeddings answer (a misbehaving server)
         self._lock = threading.Lock()
         self.app = self._build()
         self.port = free_port()
@@ -146,7 +147,8 @@ class ScriptedLLM:
                         {"error": {"message": f"scripted refusal of {marker}", "type": "invalid_request_error"}},
                         status_code=status,
                     )
-            data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(inputs)]
+            kept = inputs[: max(len(inputs) - self.embedding_shortfall, 0)]
+            data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(kept)]
             return JSONResponse(
                 {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}}
             )

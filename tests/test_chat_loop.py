@@ -6,15 +6,14 @@ import uuid
 
 from fastapi.testclient import TestClient
 
-from app import db
 from app.chat.schemas import ChatResponse
 from app.errors import TurnErrorBody
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
-from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, error, last_tool_result, text, tools
+from testkit.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 from tests.chat_helpers import block_value, chat, event_types, tool_results
-from tests.conftest import checked_client, create_database, run_sql
+from tests.conftest import checked_client, run_sql
 
 
 def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
@@ -242,36 +241,6 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
         "items"
     ]
     assert {h["role"] for h in hits} == {"user", "assistant"} and all(h["score"] > 0 for h in hits)
-
-
-def test_a_symmetric_embedder_embeds_the_users_message_once(postgres_server: object, llm: ScriptedLLM) -> None:
-    """An OpenAI-compatible endpoint embeds queries and passages alike: the vector that searched memory for the
-    user's message is the one stored for it, not asked for again."""
-    url = create_database(postgres_server, f"engram_symmetric_{uuid.uuid4().hex[:8]}")
-    db.run_migrations(url, EMBEDDING_DIM)
-    remote = Settings(
-        database_url=url,
-        openai_base_url=llm.url,
-        openai_api_key="t",
-        llm_model="scripted",
-        embedding_provider="openai",
-        embedding_base_url=llm.url,
-        embedding_model="hashed",
-        embedding_dim=EMBEDDING_DIM,
-    )
-    with checked_client(create_app(remote)) as client:
-        agent = client.post("/v1/agents", json={"name": "remote"}).json()
-        llm.reset(tools(call("send_message", text="Kyoto is lovely in autumn")))
-        llm.embedding_requests.clear()
-        chat(client, agent, "I am planning a trip to Kyoto")
-        vectors = "SELECT role, embedding::text FROM messages WHERE agent_id = :a AND embedding_model = 'hashed'"
-        deadline = time.monotonic() + 10
-        while len(stored := dict(run_sql(url, vectors, {"a": uuid.UUID(agent["id"])}))) < 2:
-            assert time.monotonic() < deadline, "the turn's messages were not embedded"
-            time.sleep(0.05)
-    asked = [text for request in llm.embedding_requests for text in request["input"]]  # generic passages too (baseline)
-    assert asked.count("I am planning a trip to Kyoto") == 1 and asked.count("Kyoto is lovely in autumn") == 1
-    assert set(stored) == {"user", "assistant"} and stored["user"] != stored["assistant"]
 
 
 def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(

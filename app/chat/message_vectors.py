@@ -2,7 +2,10 @@
 
 A turn stores its messages without vectors and hands them here; until a vector is stored, recall search finds the
 message by its words. A vector lost on the way (the process stopped, the embedder or the database failed) leaves the
-row's `embedding_model` NULL, and the periodic sweep (`fill_missing`) computes it again."""
+row's `embedding_model` NULL, and the periodic sweep (`fill_missing`) computes it again — except for a message the
+embedding endpoint refuses (too long for it, say): this process stops asking for it, and it stays findable by its
+words, where one such message among the oldest would otherwise fail every sweep's batch, and every message after it
+would never get its vector."""
 
 import logging
 import uuid
@@ -13,7 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import transaction
 from app.detached import DetachedTasks
-from app.llm.embeddings import Embedder
+from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.memory.service import MessageLog
 from app.models_base import utcnow
 
@@ -28,6 +31,7 @@ class MessageVectors:
         self.sessions = sessions
         self.embedder = embedder
         self._tasks: DetachedTasks[None] = DetachedTasks()
+        self._refused: set[uuid.UUID] = set()  # messages the endpoint refused: the sweep passes over them
 
     def later(self, message_id: uuid.UUID, text: str, *, vector: list[float] | None = None) -> None:
         """Compute and store the message's vector in the background (the LLM's next call overlaps it); `vector`:
@@ -39,19 +43,35 @@ class MessageVectors:
             if vector is None:
                 [vector] = await self.embedder.embed_passages([text])
             await self._save([(message_id, vector)])
+        except EmbeddingRefused:
+            self._refused.add(message_id)
+            log.warning("the embedding endpoint refused message %s: it is found by its words alone", message_id)
         except Exception:  # the embedder or the database failed, the agent was deleted meanwhile
             log.warning("could not store the vector of message %s; the sweep tries again", message_id, exc_info=True)
 
     async def fill_missing(self, batch: int = FILL_BATCH) -> int:
-        """Vectors of settled messages that have none, a batch at a time; how many were filled."""
+        """Vectors of settled messages that have none, a batch at a time; how many were filled. A batch the
+        endpoint refuses is asked for again one message at a time, and the messages it refuses alone are set aside."""
         async with self.sessions() as session:
-            missing = await MessageLog(session).unembedded(limit=batch, settled_before=utcnow() - SETTLED_AFTER)
+            missing = await MessageLog(session).unembedded(
+                limit=batch, settled_before=utcnow() - SETTLED_AFTER, exclude=self._refused
+            )
         if not missing:
             return 0
-        vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
-        await self._save([(m.id, v) for m, v in zip(missing, vectors, strict=True)])
-        log.info("stored %d message vector(s) that were missing", len(missing))
-        return len(missing)
+        try:
+            vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
+            found = [(m.id, v) for m, v in zip(missing, vectors, strict=True)]
+        except EmbeddingRefused:
+            found = []
+            for message in missing:
+                try:
+                    found += [(message.id, v) for v in await self.embedder.embed_passages([message.recall_text()])]
+                except EmbeddingRefused:
+                    self._refused.add(message.id)
+                    log.warning("the embedding endpoint refused message %s: it is found by its words alone", message.id)
+        await self._save(found)
+        log.info("stored %d message vector(s) that were missing", len(found))
+        return len(found)
 
     async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
         async with transaction(self.sessions) as session:

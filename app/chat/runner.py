@@ -44,6 +44,7 @@ from app.llm.chat import ToolCall
 from app.llm.embeddings import EmbeddingError
 from app.memory import lexical
 from app.memory.models import Message
+from app.memory.recollection import ready as recollection_ready
 from app.memory.recollection import recollect
 from app.memory.recollection import render as render_recollections
 from app.memory.service import MessageLog
@@ -148,7 +149,9 @@ class TurnRunner:
     async def _query_vector(self, text: str) -> list[float] | None:
         """The vector that searches memory with the user's message (None: the turn goes on without recollection)."""
         try:
-            return await self.embedder.embed_query(text)
+            vector = await self.embedder.embed_query(text)
+            await recollection_ready(self.embedder)
+            return vector
         except EmbeddingError:
             log.warning("could not embed the user's message; no automatic recollection this turn", exc_info=True)
             return None

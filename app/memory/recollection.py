@@ -9,7 +9,7 @@ tokens found in the hit (bigrams for Japanese). When one does, the hits ranked c
 at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
 words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
 first, up to a budget of characters (one too long for what is left gives way to shorter ones after it), under a
-heading per memory and day. Thresholds, K and the budget come from
+heading per day (and memory, for earlier messages). Thresholds, K and the budget come from
 bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
@@ -20,7 +20,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.llm.embeddings import Embedder
 from app.memory import lexical
-from app.memory.cohort_baseline import baseline
+from app.memory.cohort_baseline import baseline, centroid
 from app.memory.service import ArchivalMemory, RecallMemory
 
 MIN_MARGIN = 0.08
@@ -57,6 +57,13 @@ class Recollection:
     @property
     def item(self) -> str:
         return f"- {self.content[:RECOLLECTION_CHARS]}"
+
+
+async def ready(embedder: Embedder) -> None:
+    """What recollection asks of the embedder besides the query's vector: the baseline's generic passages, embedded
+    once per process. A turn asks for it with the query, before it reads its context: an embedder failing there
+    costs the turn its recollections, not the turn, and no transaction waits on the embedder."""
+    await centroid(embedder)
 
 
 def coverage(query_tokens: set[str], search_text: str) -> float:

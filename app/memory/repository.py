@@ -2,7 +2,7 @@
 search."""
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -292,8 +292,8 @@ class MessageRepository:
         )
         await self.session.execute(query)
 
-    async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
-        """Searchable messages without a vector (lost on the way), oldest first, of any agent."""
+    async def unembedded(self, *, limit: int, settled_before: datetime, exclude: Collection[uuid.UUID] = ()) -> Sequence[Message]:
+        """Searchable messages without a vector (lost on the way), oldest first, of any agent, but `exclude`."""
         query = (
             select(Message)
             .options(NO_MESSAGE_VECTOR)
@@ -302,6 +302,7 @@ class MessageRepository:
                 col(Message.role).in_(("user", "assistant")),
                 col(Message.search_text) != "",
                 col(Message.created_at) < settled_before,
+                col(Message.id).not_in(exclude),
             )
             .order_by(col(Message.created_at))
             .limit(limit)

@@ -2,7 +2,7 @@
 the rules the API, the agent's tools and automatic recollection all go through."""
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, NamedTuple, TypedDict
@@ -377,8 +377,8 @@ class MessageLog:
     async def count_user_turns_after(self, agent_id: uuid.UUID, after_seq: int) -> int:
         return await self.messages.count_user_turns_after(agent_id, after_seq)
 
-    async def unembedded(self, *, limit: int, settled_before: datetime) -> Sequence[Message]:
-        return await self.messages.unembedded(limit=limit, settled_before=settled_before)
+    async def unembedded(self, *, limit: int, settled_before: datetime, exclude: Collection[uuid.UUID] = ()) -> Sequence[Message]:
+        return await self.messages.unembedded(limit=limit, settled_before=settled_before, exclude=exclude)
 
     async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
         await self.messages.set_embedding(message_id, embedding, model)

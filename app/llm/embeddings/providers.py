@@ -111,7 +111,11 @@ class OpenAIEmbedder:
             raise (EmbeddingRefused if refused else EmbeddingError)(f"embedding endpoint failed: {exc}") from exc
         except OpenAIError as exc:
             raise EmbeddingError(f"embedding endpoint failed: {exc}") from exc
+        except ValueError as exc:  # the SDK's own check of the answer: "No embedding data received"
+            raise EmbeddingError(f"embedding endpoint answered no vectors: {exc}") from exc
         vectors = [d.embedding for d in sorted(response.data, key=lambda d: d.index)]
+        if len(vectors) != len(batch):
+            raise EmbeddingError(f"embedding endpoint answered {len(vectors)} vectors for {len(batch)} texts")
         if any(len(v) != self.dim for v in vectors):
             raise EmbeddingError(
                 f"embedding model {self.model} returned {len(vectors[0])} dimensions, configured {self.dim} "
