@@ -13,10 +13,9 @@ from app import db
 from app.main import create_app
 from app.memory import cohort_baseline
 from app.runtime import runtime
-from app.settings import Settings
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
 from tests.chat_helpers import chat
-from tests.conftest import checked_client, create_database, run_sql
+from tests.conftest import checked_client, create_database, run_sql, scripted_settings
 
 MEMORIES = "## Possibly relevant memories"
 
@@ -26,18 +25,8 @@ def remote(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[TestClie
     """A service on a database of its own whose embedder is the scripted endpoint (no retries), and that database."""
     url = create_database(postgres_server, f"engram_remote_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, EMBEDDING_DIM)
-    settings = Settings(
-        database_url=url,
-        openai_base_url=llm.url,
-        openai_api_key="t",
-        llm_model="scripted",
-        llm_max_retries=0,
-        embedding_provider="openai",
-        embedding_base_url=llm.url,
-        embedding_model="hashed",
-        embedding_dim=EMBEDDING_DIM,
-    )
-    with checked_client(create_app(settings)) as client:
+    hashed = {"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": EMBEDDING_DIM}
+    with checked_client(create_app(scripted_settings(url, llm, embedding_base_url=llm.url, **hashed))) as client:
         yield client, url
 
 

@@ -164,9 +164,9 @@ class _Batches:
         loop, batch = asyncio.get_running_loop(), []
         try:
             while batch := self._next(loop):
-                texts = [text for texts, _ in batch for text in texts]
+                flat = [text for texts, _ in batch for text in texts]
                 try:
-                    vectors = _floats(await loop.run_in_executor(self._executor, self._encode, texts))
+                    vectors = _floats(await loop.run_in_executor(self._executor, self._encode, flat))
                 except Exception as exc:
                     for _, asked in batch:
                         if not asked.done():
