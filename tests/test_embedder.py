@@ -191,18 +191,18 @@ async def test_queries_that_wait_are_embedded_together() -> None:
 async def test_short_passages_that_wait_are_embedded_together() -> None:
     """A turn's message vectors asked for while the lane embeds earlier ones go through the model in one call when
     it is free (under load they came faster than one call each, and their backlog grew with every turn), at most
-    SLICE_CHARS of them."""
+    SHORT_PASSAGE_CHARS of them."""
     model = TimedModel(query_seconds=0.01, passage_seconds=0.05)
     first = asyncio.ensure_future(model.embed_passages(["a"]))
     await asyncio.sleep(0.01)  # the first is being embedded
-    lines = ["bb", "ccc", *(letter * SHORT_PASSAGE_CHARS for letter in "defg"), "hh"]
+    lines = ["bb", "ccc", *(letter * 100 for letter in "defg"), "hh"]
     waiting = [asyncio.ensure_future(model.embed_passages([text])) for text in lines]
     waiting.append(asyncio.ensure_future(model.embed_passages(["h", "iiii"])))
     await asyncio.sleep(0)
     waiting[1].cancel()
     assert await first == [[1.0]]
     results = await asyncio.gather(*(w for i, w in enumerate(waiting) if i != 1))
-    assert results == [[[2.0]], [[300.0]], [[300.0]], [[300.0]], [[300.0]], [[2.0]], [[1.0], [4.0]]]
-    # bb and four lines of 300 would pass SLICE_CHARS (1000): the fourth waits for the next call
-    assert model.calls == [["a"], ["bb", "d" * 300, "e" * 300, "f" * 300], ["g" * 300, "hh", "h", "iiii"]]
+    assert results == [[[2.0]], [[100.0]], [[100.0]], [[100.0]], [[100.0]], [[2.0]], [[1.0], [4.0]]]
+    # bb and three lines of 100 would pass SHORT_PASSAGE_CHARS (300): the third waits for the next call
+    assert model.calls == [["a"], ["bb", "d" * 100, "e" * 100], ["f" * 100, "g" * 100, "hh", "h", "iiii"]]
     assert len(set(model.threads)) == 1 and model.on_one_core == set(model.threads)

@@ -70,7 +70,8 @@ class LocalModelEmbedder:
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-queries"), lambda texts: self._encode_queries(texts)
         )
         passages = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-passages", initializer=self._on_one_core)
-        self._short_passages = _Batches(passages, lambda texts: self._after_queries(texts), max_chars=SLICE_CHARS)
+        # A call no longer than one short passage could be: a query that arrives meanwhile waits no longer than before.
+        self._short_passages = _Batches(passages, lambda texts: self._after_queries(texts), max_chars=SHORT_PASSAGE_CHARS)
         self._long_slices = _InTurn()
         self._queries_in_flight = 0  # asked for and not yet answered or given up; guarded by _queries_done
         self._queries_done = threading.Condition()
