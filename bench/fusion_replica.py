@@ -140,18 +140,16 @@ def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: De
     nearest = _top(cosine, design.candidates)
     centred = ix.vectors @ (query_vector - design.centre_share * ix.vectors[nearest].mean(axis=0))
     pool = np.array(sorted(set(nearest.tolist()) | set(lexical_ids)))
-    sim = cosine[pool]
     low, high = centred[pool].min(), centred[pool].max()
-    sim_n = (centred[pool] - low) / (high - low) if high > low else np.ones_like(sim)
+    sim_n = (centred[pool] - low) / (high - low) if high > low else np.ones(len(pool))
     scale = max(bm25[pool].max(), design.lexical_floor * terms.bound(query_terms, design.k1))
     lex_n = bm25[pool] / scale if scale > 0 else np.zeros(len(pool))
     fused = design.vector_weight * sim_n + (1 - design.vector_weight) * lex_n
     if design.reply_share:
         pool, fused = _with_replies(ix, pool, fused, centred, bm25 / scale if scale > 0 else bm25 * 0, design)
-        sim = cosine[pool]
     fused = fused + design.date_share * _named(ix, query, pool) + design.speaker_share * _spoken(ix, query, pool)
     # ties: the higher cosine first, as the statement orders them
-    order = np.lexsort((-sim, -fused))
+    order = np.lexsort((-cosine[pool], -fused))
     return [int(pool[i]) for i in order[:k]]
 
 

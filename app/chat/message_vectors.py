@@ -44,8 +44,7 @@ class MessageVectors:
                 [vector] = await self.embedder.embed_passages([text])
             await self._save([(message_id, vector)])
         except EmbeddingRefused:
-            self._refused.add(message_id)
-            log.warning("the embedding endpoint refused message %s: it is found by its words alone", message_id)
+            self._set_aside(message_id)
         except Exception:  # the embedder or the database failed, the agent was deleted meanwhile
             log.warning("could not store the vector of message %s; the sweep tries again", message_id, exc_info=True)
 
@@ -67,11 +66,14 @@ class MessageVectors:
                 try:
                     found += [(message.id, v) for v in await self.embedder.embed_passages([message.recall_text()])]
                 except EmbeddingRefused:
-                    self._refused.add(message.id)
-                    log.warning("the embedding endpoint refused message %s: it is found by its words alone", message.id)
+                    self._set_aside(message.id)
         await self._save(found)
         log.info("stored %d message vector(s) that were missing", len(found))
         return len(found)
+
+    def _set_aside(self, message_id: uuid.UUID) -> None:
+        self._refused.add(message_id)
+        log.warning("the embedding endpoint refused message %s: it is found by its words alone", message_id)
 
     async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
         async with transaction(self.sessions) as session:
