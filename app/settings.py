@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     # Memories searched with the user's message at the start of a turn and put into the prompt: at most k of each
     # memory are looked at, and at most k, within app/memory/recollection.BUDGET_CHARS characters, go in.
     auto_retrieval: bool = True
-    auto_retrieval_k: int = Field(default=10, ge=1, le=50)
+    auto_retrieval_k: int = Field(default=15, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0
     # A sleep-time memory pass (app/chat/memory_pass.py) after every this many of an agent's turns; 0: only on demand.
     memory_pass_every_turns: int = Field(default=0, ge=0)

@@ -10,7 +10,8 @@ corpus go to one agent in order, as a user would ask them (earlier questions bec
 
 Before the chat runs, the gate's parameters are swept offline on the same hybrid hits (as many as recollect() searches, through
 ArchivalMemory.search, with the margins and coverages recollect() computes) through recollection.select(), the
-function the service runs: the table shows each set at once, and the shipped values are marked.
+function the service runs: the shipped design, each parameter moved alone from it (the sensitivity table), and the
+design before the score ratio for evident hits, each set at once.
 
     python -m bench.recollection --cache DIR          # vectors from bench/retrieval.py's cache
     python -m bench.recollection --sets locomo japanese
@@ -18,7 +19,6 @@ function the service runs: the table shows each set at once, and the shipped val
 
 import argparse
 import asyncio
-import itertools
 import shutil
 import statistics
 import tempfile
@@ -43,8 +43,15 @@ SHIPPED = {
     "k": Settings.model_fields["auto_retrieval_k"].default,
     "budget": recollection.BUDGET_CHARS,
     "company": recollection.COMPANY_RATIO,
+    "evident_ratio": recollection.EVIDENT_RATIO,
 }
-SWEEP = {"k": (3, 5, 8, 10), "budget": (1000, 1500, 2000), "company": (1.01, 0.9, 0.8, 0.7)}  # 1.01: evident hits only
+SWEEP = {
+    "k": (5, 10, 15, 20),
+    "budget": (1500, 2000, 2500, 3000),
+    "company": (0.7, 0.8, 0.9, 1.01),  # 1.01: evident hits only
+    "evident_ratio": (0.0, 0.6, 0.62, 0.64, 0.66, 0.665, 0.67, 0.68, 0.7, 0.75),  # 0.0: every evident hit
+}
+BEFORE = {"k": 10, "budget": 1500, "company": 0.8, "evident_ratio": 0.0}  # until 2026-12-05
 
 
 def memories_of(request: dict) -> str:
@@ -66,13 +73,14 @@ def figures(rows: list[tuple[int, int, int]], unrelated: list[int]) -> dict:
         "evidence turns": sum(r[0] for r in rows) / max(sum(r[1] for r in rows), 1),
         "questions with evidence": float(np.mean([r[0] > 0 for r in rows])) if rows else float("nan"),
         "median chars": statistics.median(r[2] for r in rows) if rows else float("nan"),
+        "mean chars": statistics.fmean(r[2] for r in rows) if rows else float("nan"),
         "unrelated injected": float(np.mean([c > 0 for c in unrelated])) if unrelated else float("nan"),
     }
 
 
 def describe(f: dict) -> str:
     unrelated = f" unrelated {f['unrelated injected']:.2f}" if not np.isnan(f["unrelated injected"]) else ""
-    return f"ev {f['evidence turns']:.3f} q {f['questions with evidence']:.3f} chars {f['median chars']:5.0f}{unrelated}"
+    return f"ev {f['evidence turns']:.3f} q {f['questions with evidence']:.3f} chars {f['median chars']:5.0f} (mean {f['mean chars']:5.0f}){unrelated}"
 
 
 async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: list[RetrievalSet]) -> dict:
@@ -102,12 +110,17 @@ async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: li
     return out
 
 
+def designs() -> list[dict]:
+    """The shipped design, each parameter moved alone from it, and the design before."""
+    moved = [{**SHIPPED, lever: value} for lever, values in SWEEP.items() for value in values if value != SHIPPED[lever]]
+    return [SHIPPED, *moved, BEFORE]
+
+
 def sweep(hits: dict) -> None:
     print(
-        "\n== Gate sweep, offline on the archival hits (recollection.select): evidence turns in the prompt, questions with any, median chars"
+        "\n== Gate sensitivity, offline on the archival hits (recollection.select): evidence turns in the prompt, questions with any, median chars"
     )
-    for values in itertools.product(*SWEEP.values()):
-        params = dict(zip(SWEEP, values, strict=True))
+    for params in designs():
         cells = []
         for name, questions in hits.items():
             rows, unrelated = [], []
@@ -118,13 +131,14 @@ def sweep(hits: dict) -> None:
                 elif q.category == "unrelated":
                     unrelated.append(len(section))
             cells.append(f"{name}: {describe(figures(rows, unrelated))}")
-        mark = " *" if params == SHIPPED else ""
-        print(f"k={params['k']:<2} budget={params['budget']:<4} company={params['company']:<4}{mark:2} | " + " | ".join(cells))
+        mark = " *" if params == SHIPPED else " before" if params == BEFORE else ""
+        design = f"k={params['k']:<2} budget={params['budget']:<4} company={params['company']:<4} evident_ratio={params['evident_ratio']:<4}"
+        print(f"{design}{mark:7} | " + " | ".join(cells))
 
 
 def chat_path(client: TestClient, llm: ScriptedLLM, agents: dict[str, str], sets: list[RetrievalSet]) -> None:
     print(
-        f"\n== Through the chat path (auto_retrieval_k={SHIPPED['k']}, budget {SHIPPED['budget']}, company {SHIPPED['company']})"
+        f"\n== Through the chat path (auto_retrieval_k={SHIPPED['k']}, budget {SHIPPED['budget']}, company {SHIPPED['company']}, evident_ratio {SHIPPED['evident_ratio']})"
     )
     for s in sets:
         rows, unrelated = [], []

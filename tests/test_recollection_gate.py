@@ -37,6 +37,25 @@ def test_company_is_judged_against_the_best_hit_of_the_same_memory() -> None:
     assert chosen == ["a", "c", "d"]
 
 
+def test_evident_hits_go_in_as_far_as_the_scores_stay_close_to_the_best() -> None:
+    # One clear answer, far ahead of other hits that merely share the question's words: the answer alone.
+    clear = [
+        hit("Jon: My dog is called Rex", 0.9, margin=0.1),
+        hit("Jon: a dog show", 0.5, coverage=0.8),
+        hit("dogs", 0.45, coverage=0.8),
+    ]
+    assert [r.content for r in select(clear, k=15)] == ["Jon: My dog is called Rex"]
+    # An answer spread over turns that score alike: all that stay within EVIDENT_RATIO of the best.
+    ratio = recollection.EVIDENT_RATIO
+    spread = [hit(f"turn {i}", 0.9 * (1 - i * (1 - ratio) / 4), margin=0.1) for i in range(4)] + [
+        hit("turn 4", 0.9 * ratio - 0.01, margin=0.1)
+    ]
+    assert [r.content for r in select(spread, k=15)] == ["turn 0", "turn 1", "turn 2", "turn 3"]
+    # Judged against the best hit of its own memory, as company is.
+    other = hit("user: my dog Rex", 0.3, source="conversation", margin=0.1)
+    assert other in select([*clear, other], k=15)
+
+
 def test_at_most_k_and_the_character_budget_as_rendered_the_first_always_fits() -> None:
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     assert len(select(hits, k=3)) == 3

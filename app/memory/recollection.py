@@ -5,11 +5,13 @@ The gate first asks whether memory holds anything about the message at all: some
 share enough of the query's words. Close: its cosine similarity stands out from the query's baseline (the margin
 over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since
 multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct
-tokens found in the hit (bigrams for Japanese). When one does, the hits ranked close to the best one (fused score
-at least COMPANY_RATIO of it) come along: in a conversation the answer is often a short turn that shares neither
-words nor much meaning with the question, and the fused ranking, not the gate, is what finds it. Hits go in best
-first, up to a budget of characters (one too long for what is left gives way to shorter ones after it), under a
-heading per day (and memory, for earlier messages). Thresholds, K and the budget come from
+tokens found in the hit (bigrams for Japanese). When one does, how many go in is set by how the fused scores fall
+away from the best one: evident hits within EVIDENT_RATIO of it, and the others within COMPANY_RATIO (in a
+conversation the answer is often a short turn that shares neither words nor much meaning with the question, and the
+fused ranking, not the gate, is what finds it). A question with one clear answer gets a few lines; one whose
+answer is spread over many similar turns gets more, up to K and a budget of characters (one too long for what is
+left gives way to shorter ones after it). They go in best first, under a heading per day (and memory, for earlier
+messages). Thresholds, K and the budget come from
 bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
@@ -26,9 +28,10 @@ from app.memory.service import ArchivalMemory, RecallMemory
 MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
+EVIDENT_RATIO = 0.665  # of the best fused score of the hit's memory
 COMPANY_RATIO = 0.8
 RECOLLECTION_CHARS = 600  # of one memory
-BUDGET_CHARS = 1500  # of all of them
+BUDGET_CHARS = 2500  # of all of them
 SEARCHED_PER_K = 2  # hits searched per memory for each one K lets in: `select` may pass over a long one
 
 
@@ -50,7 +53,7 @@ class Recollection:
     @property
     def heading(self) -> str:
         """The day, and for an earlier message its memory: archival memory is most of what is recollected, and
-        its name on every day's heading cost a LoCoMo prompt ~60 of its 1,500 characters (render)."""
+        its name on every day's heading cost a LoCoMo prompt ~60 characters, a budget of 1,500 then (render)."""
         day = f"{self.occurred_at:%Y-%m-%d}"
         return f"[{day}]" if self.source == "archival" else f"[{self.source}, {day}]"
 
@@ -72,14 +75,24 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
 
 
-def select(hits: list[Recollection], *, k: int, budget: int = BUDGET_CHARS, company: float = COMPANY_RATIO) -> list[Recollection]:
-    """The hits that go into the prompt, best first: none unless one is evident; then the evident ones and those
-    within `company` of their source's best score, at most `k` and `budget` characters as `render` writes them (the
-    first always fits). A hit too long for what is left of the budget leaves its place to the next that fits."""
+def select(
+    hits: list[Recollection],
+    *,
+    k: int,
+    budget: int = BUDGET_CHARS,
+    company: float = COMPANY_RATIO,
+    evident_ratio: float = EVIDENT_RATIO,
+) -> list[Recollection]:
+    """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
+    `evident_ratio` of their source's best score and the others within `company` of it, at most `k` and `budget`
+    characters as `render` writes them (the first always fits). A hit too long for what is left of the budget
+    leaves its place to the next that fits."""
     if not any(h.evident for h in hits):
         return []
     best = {source: max(h.score for h in hits if h.source == source) for source in {h.source for h in hits}}
-    kept = sorted((h for h in hits if h.evident or h.score >= company * best[h.source]), key=lambda h: -h.score)
+    kept = sorted(
+        (h for h in hits if h.score >= (evident_ratio if h.evident else company) * best[h.source]), key=lambda h: -h.score
+    )
     chosen: list[Recollection] = []
     headings: set[str] = set()
     used = 0
