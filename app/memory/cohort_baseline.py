@@ -6,6 +6,7 @@ generic passages (cohort normalisation, as in T-norm score normalisation) turns 
 baseline, which separates relevant from unrelated memories far better than the raw cosine (bench/README.md)."""
 
 import asyncio
+import weakref
 
 import numpy as np
 
@@ -45,14 +46,16 @@ GENERIC_PASSAGES = (
 )
 
 _centroids: dict[tuple[str, int], np.ndarray] = {}
-_lock = asyncio.Lock()
+# A lock per event loop: an asyncio.Lock is bound to the first loop that contends for it, and one process may run
+# services on several loops in turn (tests, the CLI).
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 async def centroid(embedder: Embedder) -> np.ndarray:
     """The mean embedding of the generic passages, once per embedder model."""
     key = (embedder.model, embedder.dim)
     if key not in _centroids:
-        async with _lock:
+        async with _locks.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
             if key not in _centroids:
                 _centroids[key] = np.asarray(await embedder.embed_passages(list(GENERIC_PASSAGES)), dtype=np.float32).mean(axis=0)
     return _centroids[key]
