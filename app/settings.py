@@ -78,8 +78,8 @@ class Settings(BaseSettings):
     context_evict_fraction: float = Field(default=0.9, gt=0, le=1)
     context_target_fraction: float = Field(default=0.5, gt=0, lt=1)
 
-    # Memories searched with the user's message at the start of a turn and put into the prompt: at most k of each
-    # memory are looked at, and at most k, within app/memory/recollection.BUDGET_CHARS characters, go in.
+    # Memories searched with the user's message at the start of a turn and put into the prompt: 2k of each memory
+    # are looked at, and at most k, within app/memory/recollection.BUDGET_CHARS characters, go in.
     auto_retrieval: bool = True
     auto_retrieval_k: int = Field(default=15, ge=1, le=50)
     turn_lock_timeout_seconds: float = 30.0

@@ -51,6 +51,10 @@ def test_evident_hits_go_in_as_far_as_the_scores_stay_close_to_the_best() -> Non
         hit("turn 4", 0.9 * ratio - 0.01, margin=0.1)
     ]
     assert [r.content for r in select(spread, k=15)] == ["turn 0", "turn 1", "turn 2", "turn 3"]
+    # Judged against the best evident hit of its memory: one that outscores it without being evident (a bonus, a
+    # strong lexical share) does not push out what opened the gate.
+    loud = hit("Jon: dogs, dogs, dogs", 1.5)
+    assert [r.content for r in select([loud, *clear], k=15)] == ["Jon: dogs, dogs, dogs", "Jon: My dog is called Rex"]
     # Judged against the best hit of its own memory, as company is.
     other = hit("user: my dog Rex", 0.3, source="conversation", margin=0.1)
     assert other in select([*clear, other], k=15)

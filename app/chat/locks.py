@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.errors import Conflict
 from app.metrics import LOCK_WAIT_SECONDS
@@ -82,27 +82,39 @@ class AgentLocks:
 async def _advisory_lock(
     engine: AsyncEngine, key: int, wait_seconds: float, started: float, timeout_seconds: float
 ) -> AsyncIterator[None]:
-    """Held on a connection of its own for the whole turn; released if the process dies (the session ends)."""
+    """Held on a connection of its own for the whole turn; released if the process dies (the session ends).
+
+    In autocommit (a session-level lock needs no transaction) and tried first without waiting: an agent's turn
+    usually finds its lock free, and then taking and releasing it is two statements, not the seven of a wait in a
+    transaction (BEGIN, the timeout, the lock, COMMIT, and BEGIN, the unlock, COMMIT to release)."""
     async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
         try:
-            await conn.execute(
-                text("SELECT set_config('lock_timeout', :ms, true)"), {"ms": f"{max(int(wait_seconds * 1000), 1)}ms"}
-            )
-            await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-            await conn.commit()
-            LOCK_WAIT_SECONDS.labels("acquired").observe(time.perf_counter() - started)
-        except DBAPIError as exc:
-            await conn.rollback()
-            if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE or LOCK_NOT_AVAILABLE in str(exc.orig):
+            if not (await conn.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": key})).scalar():
+                await _wait_for(conn, key, wait_seconds)
+        except BaseException as exc:
+            # A wait that timed out, failed or was cancelled may leave the lock (granted as the cancel arrived) or the
+            # wait's timeout on the connection: closed, it keeps neither.
+            await conn.invalidate()
+            if isinstance(exc, DBAPIError) and (
+                getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE or LOCK_NOT_AVAILABLE in str(exc.orig)
+            ):
                 raise _busy(timeout_seconds, started) from None
             raise
+        LOCK_WAIT_SECONDS.labels("acquired").observe(time.perf_counter() - started)
         try:
             yield
         finally:
             try:
                 await conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-                await conn.commit()
             except BaseException:
                 # Never hand a connection that may still hold the lock back to the pool: closing it releases the lock.
                 await conn.invalidate()
                 raise
+
+
+async def _wait_for(conn: AsyncConnection, key: int, wait_seconds: float) -> None:
+    """Waits for the lock at most `wait_seconds` (a session lock_timeout, reset once the lock is taken)."""
+    await conn.execute(text("SELECT set_config('lock_timeout', :ms, false)"), {"ms": f"{max(int(wait_seconds * 1000), 1)}ms"})
+    await conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+    await conn.execute(text("RESET lock_timeout"))

@@ -84,15 +84,22 @@ def select(
     evident_ratio: float = EVIDENT_RATIO,
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
-    `evident_ratio` of their source's best score and the others within `company` of it, at most `k` and `budget`
-    characters as `render` writes them (the first always fits). A hit too long for what is left of the budget
-    leaves its place to the next that fits."""
+    `evident_ratio` of the best evident score of their memory and the others within `company` of its best score, at
+    most `k` and `budget` characters as `render` writes them (the first always fits). A hit too long for what is
+    left of the budget leaves its place to the next that fits."""
     if not any(h.evident for h in hits):
         return []
-    best = {source: max(h.score for h in hits if h.source == source) for source in {h.source for h in hits}}
-    kept = sorted(
-        (h for h in hits if h.score >= (evident_ratio if h.evident else company) * best[h.source]), key=lambda h: -h.score
-    )
+    best = {h.source: max(o.score for o in hits if o.source == h.source) for h in hits}
+    # Evident hits are measured against the best evident one: a hit that outscores it without being evident (a
+    # date or speaker bonus, a strong BM25 share) must not push out what opened the gate.
+    best_evident = {h.source: max(o.score for o in hits if o.source == h.source and o.evident) for h in hits if h.evident}
+
+    def comes_along(h: Recollection) -> bool:
+        if h.evident:
+            return h.score >= evident_ratio * best_evident[h.source]
+        return h.score >= company * best[h.source]
+
+    kept = sorted(filter(comes_along, hits), key=lambda h: -h.score)
     chosen: list[Recollection] = []
     headings: set[str] = set()
     used = 0
