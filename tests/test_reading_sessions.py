@@ -6,10 +6,14 @@ import threading
 from collections.abc import Sequence
 
 import asyncpg
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from tests.chat_helpers import block_value, chat
 from tests.conftest import checked_client
 
 EMBEDDING_SECONDS = 0.6
@@ -56,3 +60,27 @@ def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Set
         search.join(timeout=30)
     assert answers == [200]
     assert held == 0
+
+
+def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
+    # The step's read (the agent, recollection's searches, the blocks, the messages) holds no transaction either:
+    # its BEGIN and COMMIT were two round trips of every step. What it writes goes in the step's own transaction.
+    block_reads: list[object] = []
+
+    def record(conn, _cursor, statement: str, *_: object) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().startswith("SELECT") and "FROM memory_blocks" in statement:
+            block_reads.append(conn.get_execution_options().get("isolation_level"))
+
+    with checked_client(create_app(settings, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": "reader"}).json()
+        llm.reset(tools(call("core_memory_append", label="human", content="Lives in Osaka."), call("send_message", text="ok")))
+        event.listen(Engine, "before_cursor_execute", record)
+        try:
+            turn = chat(client, agent, "I moved to Osaka.")
+        finally:
+            event.remove(Engine, "before_cursor_execute", record)
+        human = block_value(client, agent, "human")
+    assert turn["reply"] == "ok"
+    assert "Lives in Osaka." in human  # the step's write landed
+    # the context's read of the blocks, then the tool's read of the block it changes, in the step's transaction
+    assert block_reads == ["AUTOCOMMIT", None]

@@ -12,7 +12,7 @@ from starlette.requests import HTTPConnection
 from app.agents.models import Agent
 from app.agents.service import find_agent
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
-from app.db import transaction
+from app.db import reading, transaction
 from app.llm.embeddings import Embedder
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.quotas.headers import METER_STATE_KEY
@@ -31,10 +31,7 @@ READING_METHODS = frozenset({"GET", "HEAD"})
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     sessions = runtime(request.app).sessions
     if request.method in READING_METHODS:
-        # A read needs no transaction: under READ COMMITTED each statement sees its own snapshot either way, and
-        # AUTOCOMMIT spares the BEGIN and COMMIT round trips (2 of a search's 7, bench/README.md).
-        async with sessions() as session:
-            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        async with reading(sessions) as session:
             yield session
             await session.commit()  # nothing to commit but what a handler added, flushed rather than dropped
         return

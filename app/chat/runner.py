@@ -38,7 +38,7 @@ from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
-from app.db import transaction
+from app.db import reading, transaction
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.chat import ToolCall
 from app.llm.embeddings import EmbeddingError
@@ -232,8 +232,9 @@ class TurnRunner:
         return render_recollections(found)
 
     async def _fit_context(self, state: _ChatState) -> tuple[Agent, ContextView] | None:
-        """The context for the next step; over the eviction threshold, old turns leave it for a summary."""
-        async with transaction(self.sessions) as session:
+        """The context for the next step (read without a transaction); over the eviction threshold, old turns leave
+        it for a summary."""
+        async with reading(self.sessions) as session:
             agent = await running_agent(session, state.agent_id)
             if agent is None:
                 self.contexts.forget(state.agent_id)

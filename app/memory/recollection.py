@@ -6,13 +6,13 @@ share enough of the query's words. Close: its cosine similarity stands out from 
 over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since
 multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct
 tokens found in the hit (bigrams for Japanese). When one does, how many go in is set by how the fused scores fall
-away from the best one: evident hits within EVIDENT_RATIO of it, and the others within COMPANY_RATIO (in a
-conversation the answer is often a short turn that shares neither words nor much meaning with the question, and the
-fused ranking, not the gate, is what finds it). A question with one clear answer gets a few lines; one whose
-answer is spread over many similar turns gets more, up to K and a budget of characters (one too long for what is
-left gives way to shorter ones after it). They go in best first, under a heading per day (and memory, for earlier
-messages). Thresholds, K and the budget come from
-bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
+away from the best: evident hits within EVIDENT_RATIO of the best evident one, the others within COMPANY_RATIO of
+the best (in a conversation the answer is often a short turn that shares neither words nor much meaning with the
+question, and the fused ranking, not the gate, is what finds it). A question with one clear answer gets a few
+lines; one whose answer is spread over many similar turns gets more, up to K and a budget of characters (one too
+long for what is left gives way to shorter ones after it). They go in best first, under a heading per day (and
+memory, for earlier messages). Thresholds, K and the budget come from bench/recollection.py, chosen on LoCoMo,
+LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
 from dataclasses import dataclass
@@ -28,7 +28,7 @@ from app.memory.service import ArchivalMemory, RecallMemory
 MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
-EVIDENT_RATIO = 0.665  # of the best fused score of the hit's memory
+EVIDENT_RATIO = 0.665  # of the fused score of the best evident hit of the same memory
 COMPANY_RATIO = 0.8
 RECOLLECTION_CHARS = 600  # of one memory
 BUDGET_CHARS = 2500  # of all of them
