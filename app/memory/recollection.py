@@ -89,10 +89,10 @@ def select(
     left of the budget leaves its place to the next that fits."""
     if not any(h.evident for h in hits):
         return []
-    best = {h.source: max(o.score for o in hits if o.source == h.source) for h in hits}
+    best = _best_scores(hits)
     # Evident hits are measured against the best evident one: a hit that outscores it without being evident (a
     # date or speaker bonus, a strong BM25 share) must not push out what opened the gate.
-    best_evident = {h.source: max(o.score for o in hits if o.source == h.source and o.evident) for h in hits if h.evident}
+    best_evident = _best_scores([h for h in hits if h.evident])
 
     def comes_along(h: Recollection) -> bool:
         if h.evident:
@@ -113,6 +113,14 @@ def select(
         if len(chosen) == k:
             break
     return chosen
+
+
+def _best_scores(hits: list[Recollection]) -> dict[str, float]:
+    """The best score of each memory (source) among `hits`."""
+    best: dict[str, float] = {}
+    for h in hits:
+        best[h.source] = max(h.score, best.get(h.source, h.score))
+    return best
 
 
 async def hits(
