@@ -123,3 +123,30 @@ def test_the_candidate_lists_meet_without_comparing_every_pair(client: TestClien
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
     compared = sum(node.get("Rows Removed by Join Filter", 0) for node in plan_nodes(database_url, sql, params))
     assert compared < 1000
+
+
+def test_the_lexical_candidates_are_found_through_the_text_index_alone(
+    client: TestClient, agent: dict, database_url: str
+) -> None:
+    """The full-text index finds an agent's candidates by itself (the agent is a term of its entries): asked for the
+    agent's `agent_id` too, the planner intersected them with every row of the agent from the btree — 100,000 entries
+    read for a 100,000-passage agent's search (bench/README.md, item 5)."""
+    agent_id = uuid.UUID(agent["id"])
+    neighbour = client.post("/v1/agents", json={"name": "neighbour"}).json()["id"]
+    for owner, rows in ((agent_id, 5000), (uuid.UUID(neighbour), 20000)):  # the agent is a quarter of the table
+        run_sql(
+            database_url,
+            f"""
+            INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
+            SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
+            FROM (SELECT CASE WHEN i % 50 = 0 THEN 'alpha note ' ELSE 'bravo note ' END || i AS line FROM generate_series(1, {rows}) AS i) AS lines""",
+            {"agent_id": owner},
+        )
+    run_sql(database_url, "ANALYZE archival_passages")
+    sql, params = hybrid.search_statement(
+        ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10, mode="text"
+    )
+    indexes = [node.get("Index Name") for node in plan_nodes(database_url, sql, params) if node.get("Index Name")]
+    assert "ix_archival_passages_agent_tsv" in indexes
+    # the agent's btree once: the vector candidates' exact scan, planned though text mode asks it for none
+    assert sum(name in ("ix_archival_passages_agent_occurred", "ix_archival_passages_agent_created") for name in indexes) == 1
