@@ -262,20 +262,20 @@ df AS (
     -- ts_rank reads every match's lexemes (from TOAST, for a long row): only when the cap may leave some out
     ORDER BY CASE WHEN probe.most_rows > {MAX_LEXICAL_MATCHES} THEN ts_rank(tsv, probe.q) END DESC
     LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
-), tf AS (
-    -- read from the row's term counts (migration 0013), not counted in its text: 40 % of the statement's time was
-    -- splitting and counting every candidate's tokens. Each row's length comes along: joining `matches` again
-    -- would scan it once per term.
-    SELECT m.id, m.token_count, q.term, (m.term_counts ->> q.term)::float8 AS tf
-    FROM matches m CROSS JOIN unnest(CAST(:terms AS text[])) AS q(term)
-    WHERE m.term_counts ? q.term
 ), bm25 AS (
-    SELECT tf.id, sum(
-        df.idf * tf.tf * {_float(BM25_K1 + 1)}
-        / (tf.tf + {_float(BM25_K1)} * ({_float(1 - BM25_B)} + {_float(BM25_B)} * tf.token_count / stats.avgdl))
-    ) AS score
-    FROM tf JOIN df USING (term) CROSS JOIN stats
-    GROUP BY tf.id
+    -- Each match scored on its own over the query's terms (the few rows of `df`), its term frequencies read from
+    -- its term counts (migration 0013; counted in its text, they were 40 % of the statement). Joined to every term
+    -- and grouped back, as before, the matches took a sort and a grouping of their own, and the sum's order (its
+    -- last bits) followed the plan; here it is the terms' order, whatever the plan.
+    SELECT m.id, s.score
+    FROM matches m CROSS JOIN stats CROSS JOIN LATERAL (
+        SELECT sum(
+            df.idf * c.tf * {_float(BM25_K1 + 1)}
+            / (c.tf + {_float(BM25_K1)} * ({_float(1 - BM25_B)} + {_float(BM25_B)} * m.token_count / stats.avgdl))
+        ) AS score
+        FROM df CROSS JOIN LATERAL (SELECT (m.term_counts ->> df.term)::float8 AS tf) c
+        WHERE c.tf IS NOT NULL
+    ) s
 ), bound AS (
     -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
     -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
