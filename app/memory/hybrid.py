@@ -276,6 +276,7 @@ df AS (
         FROM df CROSS JOIN LATERAL (SELECT (m.term_counts ->> df.term)::float8 AS tf) c
         WHERE c.tf IS NOT NULL
     ) s
+    WHERE s.score IS NOT NULL  -- a match whose counts hold none of the terms (its lexemes and tokens disagree)
 ), bound AS (
     -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
     -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
