@@ -105,7 +105,7 @@ vec AS (
     LIMIT {limit}
 ), centre AS (
     -- the sum, divided out in `_centred`: pgvector's avg() builds a new float8 array for every row it adds (0.3 ms
-    -- for 100 candidates); the float4 sum moves the fused scores by under 1e-6
+    -- for 100 candidates); the float4 sum moves the centred cosines by under 1e-6 (no ranking on the benches' sets)
     SELECT sum(embedding) AS total, count(*)::float8 AS n FROM vec  -- NULL without candidates: no centring
 )"""
 
@@ -144,8 +144,8 @@ pool AS (
         -- each candidate with its BM25 (if any), by grouping rather than joining: the planner, guessing a row or
         -- two per CTE, joined the lists in a nested loop (100 x 350 comparisons on LoCoMo)
         SELECT id, max(score) AS score FROM (
-            SELECT id, NULL::float8 AS score FROM vec UNION ALL SELECT id, score FROM bm25
-        ) listed GROUP BY id HAVING bool_or(score IS NULL) OR id IN (SELECT id FROM lex)
+            SELECT id, NULL::float8 AS score, true AS nearest FROM vec UNION ALL SELECT id, score, false FROM bm25
+        ) listed GROUP BY id HAVING bool_or(nearest) OR id IN (SELECT id FROM lex)
     ) b JOIN {table} t ON t.id = b.id
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
 ), norms AS (
@@ -246,27 +246,24 @@ df AS (
     -- terms carries little BM25, and as the agent grows such rows would be most of the work: this bounds it, whatever
     -- the history. The candidates are scored on every query term.
     -- (an empty q would leave the agent alone in the AND, matching all its rows)
-    SELECT q, CASE WHEN numnode(q) > 0 THEN q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery END AS in_agent,
-           most_rows
+    SELECT q, CASE WHEN numnode(q) > 0 THEN q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery END AS in_agent
     FROM (
-        -- most_rows: the rows the terms can match at most (their document frequencies' sum)
-        SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q, sum(df) AS most_rows
-        FROM (SELECT term, df, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
+        SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
+        FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
         WHERE rarer_rows < {PROBE_ROWS}
     ) AS terms
 ), matches AS (
     -- '{{}}' || detoasts the term counts once here: long rows keep them compressed, and each `?` and `->>` below
     -- would decompress them again (per query term: 30 % of a LongMemEval search)
     SELECT id, '{{}}'::jsonb || term_counts AS term_counts, token_count FROM {table}, probe
-    WHERE {filters} AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
-    -- ts_rank reads every match's lexemes (from TOAST, for a long row): only when the cap may leave some out
-    ORDER BY CASE WHEN probe.most_rows > {MAX_LEXICAL_MATCHES} THEN ts_rank(tsv, probe.q) END DESC
+    WHERE ({filters}) AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
+    ORDER BY ts_rank(tsv, probe.q) DESC
     LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
 ), bm25 AS (
     -- Each match scored on its own over the query's terms (the few rows of `df`), its term frequencies read from
     -- its term counts (migration 0013; counted in its text, they were 40 % of the statement). Joined to every term
     -- and grouped back, as before, the matches took a sort and a grouping of their own, and the sum's order (its
-    -- last bits) followed the plan; here it is the terms' order, whatever the plan.
+    -- last bits) followed the join's plan; here it is the order of `df`'s rows.
     SELECT m.id, s.score
     FROM matches m CROSS JOIN stats CROSS JOIN LATERAL (
         SELECT sum(
@@ -301,7 +298,7 @@ def _float(value: float) -> str:
 def _sql(
     table: str, columns: str, filters: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None, bonus: str
 ) -> str:
-    where = f"agent_id = :agent_id AND {filters}"
+    where = f"agent_id = :agent_id AND ({filters})"
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     ctes = [
@@ -352,7 +349,7 @@ def search_statement(
         "agent_id": agent_id,
         "embedding": vector_literal(embedding),
         "k": k,
-        "terms": terms,
+        "terms": list(dict.fromkeys(terms)),  # a repeated term would count twice in `bound` alone
     }
     if after:
         where.append("created_at > :after")
