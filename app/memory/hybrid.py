@@ -254,7 +254,7 @@ df AS (
     ) AS terms
 ), matches AS (
     -- '{{}}' || detoasts the term counts once here: long rows keep them compressed, and each `?` and `->>` below
-    -- would decompress them again (per query term: 30 % of a LongMemEval search)
+    -- would decompress them again (per query term: a fifth of a LongMemEval search)
     SELECT id, '{{}}'::jsonb || term_counts AS term_counts, token_count FROM {table}, probe
     WHERE ({filters}) AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
     ORDER BY ts_rank(tsv, probe.q) DESC
