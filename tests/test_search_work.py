@@ -22,13 +22,11 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
 ) -> None:
     agent_id = uuid.UUID(agent["id"])
     for term, count in DOCUMENT_FREQUENCIES.items():
-        run_sql(
+        store(
             database_url,
-            f"""
-            INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
-            SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
-            FROM (SELECT CAST(:term AS text) || ' note ' || i AS line FROM generate_series(1, {count}) AS i) AS lines""",
-            {"agent_id": agent_id, "term": term},
+            agent_id,
+            f"SELECT CAST(:term AS text) || ' note ' || i FROM generate_series(1, {count}) AS i",
+            {"term": term},
         )
     assert hybrid.PROBE_ROWS == 1000
     sql, params = hybrid.search_statement(
@@ -81,14 +79,7 @@ def test_past_the_match_cap_the_rows_kept_are_the_best_ranked(
     matches (35). Such a row has no count for the term, and no BM25 (not NULL, which would sort first)."""
     agent_id = uuid.UUID(agent["id"])
     for line, count in (("alpha-x note", 30), ("alpha alpha alpha note", 5)):
-        run_sql(
-            database_url,
-            f"""
-            INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
-            SELECT gen_random_uuid(), :agent_id, :line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', :line, now(), now()
-            FROM generate_series(1, {count})""",
-            {"agent_id": agent_id, "line": line},
-        )
+        store(database_url, agent_id, f"SELECT CAST(:line AS text) FROM generate_series(1, {count})", {"line": line})
 
     def ctes(cap: int, query: str) -> list[tuple]:
         monkeypatch.setattr(hybrid, "MAX_LEXICAL_MATCHES", cap)
@@ -114,14 +105,7 @@ def test_the_candidate_lists_meet_without_comparing_every_pair(client: TestClien
     row: the planner, which guesses a row or two per list, once joined them in a nested loop that compared every
     vector candidate with every scored row (53,571 comparisons here; 48,300 on a LoCoMo agent, 40 % of the search)."""
     agent_id = uuid.UUID(agent["id"])
-    run_sql(
-        database_url,
-        f"""
-        INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
-        SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
-        FROM (SELECT CASE WHEN i % 2 = 0 THEN 'alpha note ' ELSE 'bravo note ' END || i AS line FROM generate_series(1, 600) AS i) AS lines""",
-        {"agent_id": agent_id},
-    )
+    store(database_url, agent_id, alpha_or_bravo(every=2, rows=600))
     run_sql(database_url, "ANALYZE archival_passages")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
     compared = sum(node.get("Rows Removed by Join Filter", 0) for node in plan_nodes(database_url, sql, params))
@@ -137,14 +121,7 @@ def test_the_lexical_candidates_are_found_through_the_text_index_alone(
     agent_id = uuid.UUID(agent["id"])
     neighbour = client.post("/v1/agents", json={"name": "neighbour"}).json()["id"]
     for owner, rows in ((agent_id, 5000), (uuid.UUID(neighbour), 20000)):  # the agent is a quarter of the table
-        run_sql(
-            database_url,
-            f"""
-            INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
-            SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
-            FROM (SELECT CASE WHEN i % 50 = 0 THEN 'alpha note ' ELSE 'bravo note ' END || i AS line FROM generate_series(1, {rows}) AS i) AS lines""",
-            {"agent_id": owner},
-        )
+        store(database_url, owner, alpha_or_bravo(every=50, rows=rows))
     run_sql(database_url, "ANALYZE archival_passages")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
     [bm25] = [node for node in plan_nodes(database_url, sql, params) if node.get("Subplan Name") == "CTE bm25"]
@@ -154,3 +131,21 @@ def test_the_lexical_candidates_are_found_through_the_text_index_alone(
 
 def _below(node: dict) -> list[dict]:
     return [node] + [below for child in node.get("Plans", []) for below in _below(child)]
+
+
+def store(database_url: str, agent_id: uuid.UUID, lines: str, params: dict | None = None) -> None:
+    """A passage of the agent for each row of `lines` (SQL of one text column, its text and search text), all with
+    the same vector, in one statement."""
+    run_sql(
+        database_url,
+        f"""
+        INSERT INTO archival_passages (id, agent_id, content, tags, embedding, embedding_model, search_text, created_at, occurred_at)
+        SELECT gen_random_uuid(), :agent_id, line, '{{}}', CAST(array_fill(0.05, ARRAY[{E5_DIM}]) AS vector), 'test', line, now(), now()
+        FROM ({lines}) AS lines(line)""",
+        {"agent_id": agent_id, **(params or {})},
+    )
+
+
+def alpha_or_bravo(*, every: int, rows: int) -> str:
+    """`rows` numbered lines, one in `every` about alpha, the others about bravo."""
+    return f"SELECT CASE WHEN i % {every} = 0 THEN 'alpha note ' ELSE 'bravo note ' END || i FROM generate_series(1, {rows}) AS i"
