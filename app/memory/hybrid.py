@@ -105,7 +105,8 @@ vec AS (
     LIMIT {limit}
 ), centre AS (
     -- the sum, divided out in `_centred`: pgvector's avg() builds a new float8 array for every row it adds (0.3 ms
-    -- for 100 candidates); the float4 sum moves the centred cosines by under 1e-6 (no ranking on the benches' sets)
+    -- for 100 candidates); the float4 sum moves the centred cosines by under 1e-6 (no ranking changed on the
+    -- benches' sets)
     SELECT sum(embedding) AS total, count(*)::float8 AS n FROM vec  -- NULL without candidates: no centring
 )"""
 
@@ -253,8 +254,8 @@ df AS (
         WHERE rarer_rows < {PROBE_ROWS}
     ) AS terms
 ), matches AS (
-    -- '{{}}' || detoasts the term counts once here: long rows keep them compressed, and each `?` and `->>` below
-    -- would decompress them again (per query term: a fifth of a LongMemEval search)
+    -- '{{}}' || detoasts the term counts once here: long rows keep them compressed, and each query term's `->>`
+    -- below would decompress them again (a fifth of a LongMemEval search)
     SELECT id, '{{}}'::jsonb || term_counts AS term_counts, token_count FROM {table}, probe
     WHERE ({filters}) AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
     ORDER BY ts_rank(tsv, probe.q) DESC
