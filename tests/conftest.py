@@ -165,11 +165,12 @@ def plan_nodes(database_url: str, sql: str, params: dict) -> list[dict]:
     """Every node of the statement's plan, run once (EXPLAIN ANALYZE's JSON)."""
     [(plan,)] = run_sql(database_url, f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
     [explained] = json.loads(plan) if isinstance(plan, str) else plan
-    return _with_children(explained["Plan"])
+    return plan_subtree(explained["Plan"])
 
 
-def _with_children(node: dict) -> list[dict]:
-    return [node] + [below for child in node.get("Plans", []) for below in _with_children(child)]
+def plan_subtree(node: dict) -> list[dict]:
+    """A plan node and every node below it."""
+    return [node] + [below for child in node.get("Plans", []) for below in plan_subtree(child)]
 
 
 def build_own_indexes(database_url: str, indexes: OwnIndexes) -> list[str]:

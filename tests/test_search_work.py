@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from app.memory import hybrid
 from app.memory.models import ArchivalPassage
 from app.settings import E5_DIM
-from tests.conftest import plan_nodes, run_sql
+from tests.conftest import plan_nodes, plan_subtree, run_sql
 
 # Terms and how many passages hold each: the rarest three hold 1,500 rows, the fourth would make 2,400.
 DOCUMENT_FREQUENCIES = {"alpha": 300, "bravo": 500, "charli": 700, "delta": 900}
@@ -125,12 +125,8 @@ def test_the_lexical_candidates_are_found_through_the_text_index_alone(
     run_sql(database_url, "ANALYZE archival_passages")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
     [bm25] = [node for node in plan_nodes(database_url, sql, params) if node.get("Subplan Name") == "CTE bm25"]
-    indexes = {node.get("Index Name") for node in _below(bm25)} - {None}
+    indexes = {node.get("Index Name") for node in plan_subtree(bm25)} - {None}
     assert indexes == {"ix_archival_passages_agent_tsv"}
-
-
-def _below(node: dict) -> list[dict]:
-    return [node] + [below for child in node.get("Plans", []) for below in _below(child)]
 
 
 def store(database_url: str, agent_id: uuid.UUID, lines: str, params: dict | None = None) -> None:
