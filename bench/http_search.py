@@ -13,7 +13,9 @@ vectors from --cache (see bench/retrieval.py; the first run embeds them all).
    clients. The two sides run one after the other, never at once.
 Printed: the figures and the ratios Engram / limit; then where Engram's time goes — sequential p50 of the query
 embedding alone, the raw query alone and the service's search given the vector (its statement as the service sends
-it, rows and all; same rows, same connection settings), and EXPLAIN ANALYZE of both statements for one question.
+it, rows and all; same rows, same connection settings), of an empty request to the service over the same client
+(`GET /healthz`: HTTP, uvicorn and the middleware, nothing else), and EXPLAIN ANALYZE of both statements for one
+question.
 
     python -m bench.http_search --cache ~/.cache/engram-bench-all [--set locomo]   # ~5 minutes, cache warm
 """
@@ -115,7 +117,12 @@ async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) 
         await timed(calls, 1)
         sequential, _ = await timed(calls * repeats, 1)
         _, rate = await timed(calls * repeats, CONCURRENCY)
-    return {"sequential": sequential, "rate": rate}
+
+        async def empty() -> None:
+            assert (await client.get("/healthz")).status_code == 200
+
+        empty_requests, _ = await timed([empty] * len(calls) * repeats, 1)
+    return {"sequential": sequential, "rate": rate, "empty": empty_requests}
 
 
 async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict:
@@ -221,7 +228,8 @@ def main() -> None:
     print(f"{'Engram over HTTP (hybrid)':32} | {e50:7.1f} | {e95:7.1f} | {served['rate']:8.1f}")
     print(f"{'limit: embed + raw pgvector':32} | {r50:7.1f} | {r95:7.1f} | {raw['rate']:8.1f}")
     print(f"{'ratio Engram / limit':32} | {e50 / r50:7.2f} | {e95 / r95:7.2f} | {served['rate'] / raw['rate']:8.2f}")
-    print("\n".join(["", *parts]))
+    print(f"\nan empty request over the same client (GET /healthz), sequential p50 {statistics.median(served['empty']):.1f} ms")
+    print("\n".join(parts))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ Measured in one run:
    `chat.completions.create()` first walks it through its TypedDict transform (~27 ms for this 12 kB request).
 3. Where the time goes: the service's `engram_turn_phase_seconds` and lock-wait histograms (means over the
    measured turns, from /metrics before and after).
+4. The query embedding alone, once the service has stopped: the raw embedder in this process on the same messages,
+   with as long idle between them as the turns had (--llm-seconds + --pause) — the model's share of our own time.
+   On a machine that idles between turns the model's OpenMP workers fall asleep and must be woken: a short question
+   took 16.5 ms after 0.45 s idle against 10.3 back to back (12.0 and 12.5 with OMP_WAIT_POLICY=active, which
+   keeps them spinning, and a core busy, for ever), bench/README.md.
 
     python -m bench.turn                    # about 3 minutes on 2 cores (most of it embedding the passages)
     python -m bench.turn --set locomo       # short messages (LoCoMo dev questions, median 52 characters, against
@@ -36,6 +41,7 @@ import numpy as np
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
 
+from app.llm.embeddings.providers import E5Embedder
 from app.settings import available_cpus
 from bench.retrieval_sets import LONGMEMEVAL, locomo, longmemeval
 from testkit.bulk import import_passages_async
@@ -82,7 +88,8 @@ async def llm_round_trips(url: str, request: dict, n: int) -> list[float]:
     return latencies
 
 
-async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int, pause: float) -> None:
+async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: list[str], turns: int, pause: float) -> float:
+    """Prints the turns' figures; returns our own time per turn (ms)."""
     async with httpx.AsyncClient(base_url=base, timeout=600) as client:
         agent = (await client.post("/v1/agents", json={"name": "turn bench"})).json()
         await import_passages_async(client, agent["id"], passages)
@@ -103,11 +110,26 @@ async def bench(base: str, llm: ScriptedLLM, passages: list[str], questions: lis
     print(f"LLM round trip (same request, openai client) p50 {llm_p50:.1f} ms, p95 {np.percentile(round_trips, 95):.1f} ms")
     print(f"the service's own LLM calls during the turns: mean {llm_inside:.1f} ms")
     # The smaller of the two LLM figures is subtracted: what is left is at least our own time.
-    print(f"our own time per turn (p50 turn - LLM): {turn_p50 - min(llm_p50, llm_inside):.1f} ms\n")
+    own = turn_p50 - min(llm_p50, llm_inside)
+    print(f"our own time per turn (p50 turn - LLM): {own:.1f} ms\n")
     print("where a turn's time goes (mean per turn, ms):")
     for key in sorted(spent, key=lambda k: -spent[k]):
         name = key[1] if key[0] == "engram_turn_phase_seconds" else f"lock wait ({key[1]})"
         print(f"  {name:22} {spent[key] / turns * 1000:7.2f}")
+    return own
+
+
+async def embedding_alone(messages: list[str], idle: float, threads: int) -> list[float]:
+    """The raw embedder's time (ms) for each message as a query, `idle` seconds after the one before."""
+    embedder = E5Embedder(threads)
+    await embedder.embed_query(messages[0])  # loaded and warm, as the service's is after its warm-up turns
+    latencies = []
+    for message in messages:
+        await asyncio.sleep(idle)
+        started = time.perf_counter()
+        await embedder.embed_query(message)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
 
 
 def main() -> None:
@@ -141,9 +163,16 @@ def main() -> None:
                 "PATH": os.environ["PATH"],
             }
             with running_service(env) as base:
-                asyncio.run(bench(base, llm, passages, questions, args.turns, args.pause))
+                own = asyncio.run(bench(base, llm, passages, questions, args.turns, args.pause))
     finally:
         llm.stop()
+    idle = args.llm_seconds + args.pause
+    alone = asyncio.run(embedding_alone(questions[5 : 5 + args.turns], idle, args.embedding_threads))
+    print(
+        f"\nthe query embedding alone (raw embedder, same messages, {idle:g} s idle between): p50 "
+        f"{statistics.median(alone):.1f} ms, p95 {np.percentile(alone, 95):.1f} ms; our own time less it "
+        f"{own - statistics.median(alone):.1f} ms"
+    )
 
 
 if __name__ == "__main__":
