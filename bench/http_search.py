@@ -11,11 +11,11 @@ vectors from --cache (see bench/retrieval.py; the first run embeds them all).
 2. Physical limit: in this process, the same embedder (`embed_query`) plus one raw pgvector query over asyncpg,
    `SELECT id … WHERE agent_id = $1 ORDER BY embedding <=> $2 LIMIT 10` — sequential p50/p95 and 8 concurrent
    clients. The two sides run one after the other, never at once.
-Printed: the figures and the ratios Engram / limit; then where Engram's time goes — sequential p50 of the query
-embedding alone, the raw query alone and the service's search given the vector (its statement as the service sends
-it, rows and all; same rows, same connection settings), of an empty request to the service over the same client
-(`GET /healthz`: HTTP, uvicorn and the middleware, nothing else), and EXPLAIN ANALYZE of both statements for one
-question.
+Printed: the figures and the ratios Engram / limit, and the sequential p50 of an empty request to the service over
+the same client (`GET /healthz`: HTTP, uvicorn and the middleware, nothing else). Then where Engram's time goes:
+sequential p50 of the query embedding alone, the raw query alone and the service's search given the vector (its
+statement as the service sends it, rows and all; same rows, same connection settings), and EXPLAIN ANALYZE of both
+statements for one question.
 
     python -m bench.http_search --cache ~/.cache/engram-bench-all [--set locomo]   # ~5 minutes, cache warm
 """

@@ -13,10 +13,11 @@ Measured in one run:
 3. Where the time goes: the service's `engram_turn_phase_seconds` and lock-wait histograms (means over the
    measured turns, from /metrics before and after).
 4. The query embedding alone, once the service has stopped: the raw embedder in this process on the same messages,
-   with as long idle between them as the turns had (--llm-seconds + --pause) — the model's share of our own time.
-   On a machine that idles between turns the model's OpenMP workers fall asleep and must be woken: a short question
-   took 16.5 ms after 0.45 s idle against 10.3 back to back (12.0 and 12.5 with OMP_WAIT_POLICY=active, which
-   keeps them spinning, and a core busy, for ever), bench/README.md.
+   with the idle the turns had outside the service between them (--llm-seconds + --pause; the turns also had the
+   rest of each turn between their embeddings) — the model's share of our own time. On a machine that idles between
+   turns the model's OpenMP workers fall asleep and must be woken: a short question took 16.4–16.6 ms after 0.45 s
+   idle against 10.3–12.4 back to back (12.5 and 12.0 with OMP_WAIT_POLICY=active, which keeps them spinning, and a
+   core busy, for ever), bench/README.md.
 
     python -m bench.turn                    # about 3 minutes on 2 cores (most of it embedding the passages)
     python -m bench.turn --set locomo       # short messages (LoCoMo dev questions, median 52 characters, against
@@ -169,7 +170,7 @@ def main() -> None:
     idle = args.llm_seconds + args.pause
     alone = asyncio.run(embedding_alone(questions[5 : 5 + args.turns], idle, args.embedding_threads))
     print(
-        f"\nthe query embedding alone (raw embedder, same messages, {idle:g} s idle between): p50 "
+        f"\nthe query embedding alone (raw embedder, same messages, {idle:g} s idle between as outside the service): p50 "
         f"{statistics.median(alone):.1f} ms, p95 {np.percentile(alone, 95):.1f} ms; our own time less it "
         f"{own - statistics.median(alone):.1f} ms"
     )
