@@ -19,9 +19,10 @@ from tests.conftest import create_database
 TURNS = 8
 LLM_SECONDS = 3.0  # each turn's LLM answer arrives this long after the request
 GRACE_SECONDS = 10
-# The window in which readiness fails and new requests get 503 before the listener closes. The default (1 s) left
-# this test's own checks, made from a process that also runs the scripted LLM and the load's threads, too little on
-# a loaded machine: once they came after the listener had closed (CI, 2026-12-06: connection refused).
+# The window in which readiness fails and new requests get 503 before the listener closes. Once (CI, 2026-12-06)
+# this test's checks met a refused connection: most likely the default 1 s was over before they ran, from a process
+# that also runs the scripted LLM and the load's threads on a loaded machine. A failure now says when, and whether
+# the service had exited.
 NOTICE_SECONDS = 3
 
 
