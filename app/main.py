@@ -13,7 +13,18 @@ from sqlalchemy import QueuePool, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__, db, letta_api
-from app.api import agents, archival_import, chat, console, memory, memory_passes, openai_compat, portability, tenants
+from app.api import (
+    agents,
+    archival_import,
+    chat,
+    console,
+    memory,
+    memory_passes,
+    openai_compat,
+    portability,
+    recollection,
+    tenants,
+)
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
@@ -124,7 +135,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     # archival_import before memory: `…/archival/import` is not a passage id
-    for api in (agents, archival_import, memory, memory_passes, chat, openai_compat, tenants, portability, console):
+    for api in (agents, archival_import, memory, recollection, memory_passes, chat, openai_compat, tenants, portability, console):
         app.include_router(api.router)
     app.include_router(letta_api.router)  # Letta's API under /letta, for the official letta-client SDKs
 

@@ -78,10 +78,10 @@ class Settings(BaseSettings):
     context_evict_fraction: float = Field(default=0.9, gt=0, le=1)
     context_target_fraction: float = Field(default=0.5, gt=0, lt=1)
 
-    # Memories searched with the user's message at the start of a turn and put into the prompt: 2k of each memory
-    # are looked at, and at most k, within app/memory/recollection.BUDGET_CHARS characters, go in.
+    # Memories searched with the user's message at the start of a turn and put into the prompt, within this many
+    # characters (app/memory/recollection.py); also the default budget of POST …/recollection.
     auto_retrieval: bool = True
-    auto_retrieval_k: int = Field(default=15, ge=1, le=50)
+    recollection_chars: int = Field(default=1500, ge=1, le=20_000)
     turn_lock_timeout_seconds: float = 30.0
     # A sleep-time memory pass (app/chat/memory_pass.py) after every this many of an agent's turns; 0: only on demand.
     memory_pass_every_turns: int = Field(default=0, ge=0)

@@ -125,6 +125,25 @@ def test_memory_show(cli: Cli, agent: dict, client: TestClient, capsys: pytest.C
         cli("memory", "show", agent["id"], "nothing")
 
 
+def test_recall_prints_what_a_model_would_be_handed(
+    cli: Cli, agent: dict, client: TestClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    facts = ["The user's cat is called Mochi.", "ユーザーは卵アレルギーがあります。"]
+    client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": f} for f in facts]})
+    cli("recall", agent["id"], "卵は食べられる？", "--no-core")
+    out, err = capsys.readouterr()
+    assert out.startswith("## Possibly relevant memories") and facts[1] in out and "Mochi" not in out
+    assert "1 memories" in err
+    cli("recall", agent["name"], "What is my cat called?", "--json", "--max-chars", "200")
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["memories"][0]["content"] == facts[0] and answer["chars"] <= 200
+    cli("recall", agent["id"], "Who wrote Pride and Prejudice?", "--no-core")
+    out, err = capsys.readouterr()
+    assert out == "" and "no memory bears on this" in err
+    with pytest.raises(SystemExit, match="max_chars"):
+        cli("recall", agent["id"], "cats", "--max-chars", "0")
+
+
 def test_memory_edit_in_editor_saves_with_if_match(
     cli: Cli, agent: dict, client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,7 @@ TOOLS = {
     "insert_archival_memory",
     "search_archival_memory",
     "search_conversation_history",
+    "recall_context",
     "chat_with_agent",
 }
 
@@ -231,6 +232,27 @@ async def test_chat_and_conversation_search_over_http(client: TestClient, llm: S
         hits = (await use(session, "search_conversation_history", agent_id=agent["id"], query="favourite food"))["messages"]
         assert ("user", "My favourite food is ramen") in [(h["role"], h["content"]) for h in hits]
         assert {h["turn_id"] for h in hits} == {reply["turn_id"]}
+
+
+async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClient) -> None:
+    agent = new_agent(client)
+    facts = ["The user's cat is called Mochi.", "The user is allergic to peanuts.", "ユーザーは大阪に住んでいます。"]
+    client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": f} for f in facts]})
+    client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Aiko"})
+    async with over_http(client) as session:
+        recalled = await use(session, "recall_context", agent_id=agent["id"], query="What is my cat called?", max_chars=300)
+        assert recalled["memories"][0]["content"] == facts[0]
+        assert "Name: Aiko" in recalled["text"] and 0 < recalled["chars"] <= 300
+        rest = client.post(
+            f"/v1/agents/{agent['id']}/recollection", json={"query": "What is my cat called?", "max_chars": 300}
+        ).json()
+        assert recalled == rest
+        nothing = await use(session, "recall_context", agent_id=agent["id"], query="Who wrote Pride and Prejudice?")
+        assert nothing["memories"] == [] and "<memories>" not in nothing["text"]
+        blank = await session.call_tool("recall_context", {"agent_id": agent["id"], "query": "   "})
+        assert "blank" in error_text(blank)
+        unknown = await session.call_tool("recall_context", {"agent_id": str(uuid.uuid4()), "query": "cats"})
+        assert "not_found" in error_text(unknown)
 
 
 async def test_stdio_acts_for_the_keys_tenant(keyed: TestClient, keyed_database: str, llm: ScriptedLLM) -> None:

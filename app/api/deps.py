@@ -14,6 +14,7 @@ from app.agents.service import find_agent
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import reading, transaction
 from app.llm.embeddings import Embedder
+from app.memory.recollection import Recollector
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.quotas.headers import METER_STATE_KEY
 from app.quotas.service import Meter
@@ -137,3 +138,10 @@ async def get_recall_memory(session: SessionDep, embedder: EmbedderDep) -> Recal
 CoreMemoryDep = Annotated[CoreMemory, Depends(get_core_memory)]
 ArchivalMemoryDep = Annotated[ArchivalMemory, Depends(get_archival_memory)]
 RecallMemoryDep = Annotated[RecallMemory, Depends(get_recall_memory)]
+
+
+async def get_recollector(session: SessionDep, embedder: EmbedderDep) -> Recollector:
+    return Recollector(session, embedder)
+
+
+RecollectorDep = Annotated[Recollector, Depends(get_recollector)]

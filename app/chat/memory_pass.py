@@ -27,7 +27,6 @@ from app.chat import tools
 from app.chat.events import ErrorEvent, Reasoning, StopReason, TurnStarted
 from app.chat.locks import AgentLocks, pass_lock_key
 from app.chat.models import Turn
-from app.chat.prompt import render_block
 from app.chat.repository import TurnRepository
 from app.chat.tokens import estimate_tokens
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
@@ -36,6 +35,7 @@ from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.chat import ToolCall
 from app.memory.models import MemoryBlock, Message
+from app.memory.prompt_text import core_section
 from app.memory.service import CoreMemory, MessageLog
 from app.metrics import MEMORY_PASSES
 from app.models_base import utcnow
@@ -216,7 +216,7 @@ def pass_request(agent: Agent, blocks: Sequence[MemoryBlock], lines: list[str], 
     system = "\n\n".join(
         [
             INSTRUCTIONS.format(name=agent.name),
-            "## Core memory (characters used / limit)\n" + "\n".join(render_block(b) for b in blocks),
+            core_section(blocks),
             f"Current time: {now:%A %Y-%m-%d %H:%M %Z}",
         ]
     )

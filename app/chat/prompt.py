@@ -4,10 +4,10 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from app.agents.models import Agent
 from app.memory.models import MemoryBlock, Message
+from app.memory.prompt_text import core_section
 
 GUIDE = """\
 You are {name}, an AI agent with a persistent memory that outlives this conversation. You run inside Engram.
@@ -35,15 +35,6 @@ If you cannot call tools natively, write exactly one call per line, for example:
 send_message({{"text": "Hello!"}})"""
 
 
-def render_block(block: MemoryBlock) -> str:
-    attrs = f"chars_used={quoteattr(str(len(block.value)))} limit={quoteattr(str(block.char_limit))}"
-    if block.read_only:
-        attrs += ' read_only="true"'
-    if block.description:
-        attrs += f" description={quoteattr(block.description)}"
-    return f"<{block.label} {attrs}>\n{escape(block.value)}\n</{block.label}>"
-
-
 def system_prompt(
     agent: Agent,
     blocks: Sequence[MemoryBlock],
@@ -55,15 +46,11 @@ def system_prompt(
     parts = [GUIDE.format(name=agent.name)]
     if agent.system:
         parts.append(f"## Instructions from your operator\n{agent.system}")
-    parts.append("## Core memory (characters used / limit)\n" + "\n".join(render_block(b) for b in blocks))
+    parts.append(core_section(blocks))
     if agent.summary:
         parts.append(f"## Summary of the earlier conversation (now only in recall memory)\n{agent.summary}")
-    if memories:
-        parts.append(
-            "## Possibly relevant memories (found automatically for the user's latest message: archival memory under "
-            "the day it is dated, earlier messages under [conversation, day]; use them only if they really apply, and "
-            f"search for more if you need it)\n{memories}"
-        )
+    if memories:  # recollection's section (app/memory/prompt_text.py)
+        parts.append(memories)
     if pressure is not None:
         parts.append(
             f"## Memory pressure\nYour context window is {pressure:.0%} full. Older messages will soon be summarised "

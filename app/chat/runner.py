@@ -44,9 +44,8 @@ from app.llm.chat import ToolCall
 from app.llm.embeddings import EmbeddingError
 from app.memory import lexical
 from app.memory.models import Message
+from app.memory.recollection import Recollector
 from app.memory.recollection import ready as recollection_ready
-from app.memory.recollection import recollect
-from app.memory.recollection import render as render_recollections
 from app.memory.service import MessageLog
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 from app.models_base import utcnow
@@ -68,7 +67,7 @@ class _ChatState(TurnState):
     # Vectors of unembedded messages known already: the user's, a symmetric embedder's query vector of it.
     known_vectors: dict[uuid.UUID, list[float]] = field(default_factory=dict)
     recollect_with: list[float] | None = None  # the query vector, until the first step's context recollects with it
-    memories: str | None = None  # recollections put into the prompt for this turn
+    memories: str | None = None  # the recollected memories' section of the prompt for this turn
     sent: list[str] = field(default_factory=list)
 
     @property
@@ -219,17 +218,17 @@ class TurnRunner:
         return "max_steps"
 
     async def _recollect(self, session: AsyncSession, agent: Agent, state: _ChatState, embedding: list[float]) -> str | None:
+        """The memories for the user's message, as `POST …/recollection` hands them over (one code path)."""
         with turn_phase("recollect"):
-            found = await recollect(
-                session,
+            recalled = await Recollector(session, self.embedder).recollect(
                 agent.id,
                 state.message,
                 embedding,
-                embedder=self.embedder,
-                k=self.settings.auto_retrieval_k,
-                context_start_seq=agent.context_start_seq,
+                budget=self.settings.recollection_chars,
+                below_seq=agent.context_start_seq,
+                repeats=[state.message],
             )
-        return render_recollections(found)
+        return recalled.section
 
     async def _fit_context(self, state: _ChatState) -> tuple[Agent, ContextView] | None:
         """The context for the next step (read without a transaction); over the eviction threshold, old turns leave

@@ -1,7 +1,9 @@
-"""`engram memory show AGENT [LABEL]` and `engram memory edit AGENT LABEL` (in $EDITOR, saved with If-Match: a block
-that changed on the server meanwhile is not overwritten)."""
+"""`engram memory show AGENT [LABEL]`, `engram memory edit AGENT LABEL` (in $EDITOR, saved with If-Match: a block
+that changed on the server meanwhile is not overwritten) and `engram recall AGENT QUESTION` (what the agent would
+have in front of it before answering: POST …/recollection)."""
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -29,7 +31,17 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     edit.add_argument("agent", help="agent id or name")
     edit.add_argument("label")
     edit.set_defaults(run=_edit)
-    for command in (show, edit):
+    recall = sub.add_parser(
+        "recall", help="print what an agent remembers that bears on a question, as a model would be handed it"
+    )
+    recall.add_argument("agent", help="agent id or name")
+    recall.add_argument("question", help="the message a model is about to answer")
+    recall.add_argument("--max-chars", type=int, help="characters of recollected memory at most (default: the server's)")
+    recall.add_argument("--no-core", action="store_true", help="without core memory")
+    recall.add_argument("--as-of", help="memory as it stood then (ISO 8601)")
+    recall.add_argument("--json", action="store_true", help="the whole answer as JSON (text, memories, chars)")
+    recall.set_defaults(run=_recall)
+    for command in (show, edit, recall):
         client.add_connection_args(command)
 
 
@@ -118,3 +130,23 @@ def _edit(args: argparse.Namespace) -> None:
         f"saved {saved['label']}: version {block['version']} → {saved['version']} ({len(saved['value'])}/{saved['limit']} chars)",
         markup=False,
     )
+
+
+def _recall(args: argparse.Namespace) -> None:
+    """The prompt-ready text on stdout (to pipe into a prompt), how much was recollected on stderr."""
+    body: dict[str, Any] = {"query": args.question, "include_core": not args.no_core}
+    if args.max_chars is not None:
+        body["max_chars"] = args.max_chars
+    if args.as_of:
+        body["as_of"] = args.as_of
+    with client.connect(args) as api:
+        agent = api.agent(args.agent)
+        answer = api.json("POST", f"/v1/agents/{agent['id']}/recollection", json=body)
+    if args.json:
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False, indent=2) + "\n")
+        return
+    if answer["text"]:
+        sys.stdout.write(answer["text"] + "\n")
+    found = len(answer["memories"])
+    about = f"{found} memories, {answer['chars']} characters" if found else "no memory bears on this"
+    Console(stderr=True, highlight=False).print(Text(f"{agent['name']}: {about}", "dim"))

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app import __version__
@@ -30,6 +30,9 @@ from app.mcp_server.schemas import (
     CoreMemoryBlocks,
     PassageList,
 )
+from app.memory.recollection import MAX_BUDGET_CHARS, Recollector
+from app.memory.recollection import ready as recollection_ready
+from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,
@@ -193,6 +196,42 @@ def build_server(
         async with _agent_scope(caller, agent_id) as (session, agent):
             hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, query, k=k)
             return ConversationHits(messages=[ConversationHit.of(m, score=h.score) for m, h in hits])
+
+    @server.tool(annotations=READ_ONLY)
+    async def recall_context(
+        agent_id: AgentId,
+        query: Query,
+        ctx: Context,
+        max_chars: Annotated[
+            int | None,
+            Field(ge=1, le=MAX_BUDGET_CHARS, description="characters of recollected memory at most (default 1,500)"),
+        ] = None,
+        include_core: Annotated[bool, Field(description="core memory first in `text`")] = True,
+    ) -> RecollectionRead:
+        """What an agent remembers that bears on a message, ready to put in front of a model before it answers: core
+        memory, then the archival passages and earlier conversation lines that apply, best first, dated, within
+        `max_chars` characters (`text`; the same memories as a list in `memories`). Empty when memory holds nothing
+        about the message. Use it before answering a user with your own model; `query` is the user's message."""
+        caller = caller_of(ctx)
+        try:
+            request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core)
+        except ValidationError as exc:
+            raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
+        try:
+            vector = await caller.runtime.embedder.embed_query(request.search_text)
+            await recollection_ready(caller.runtime.embedder)
+        except EngramError as exc:
+            raise _tool_error(exc) from exc
+        async with _agent_scope(caller, agent_id) as (session, agent):
+            recalled = await Recollector(session, caller.runtime.embedder).recollect(
+                agent.id,
+                request.search_text,
+                vector,
+                budget=max_chars or caller.runtime.settings.recollection_chars,
+                repeats=request.said,
+                include_core=include_core,
+            )
+        return RecollectionRead.of(recalled, request.search_text)
 
     @server.tool(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)

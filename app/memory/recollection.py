@@ -1,29 +1,39 @@
-"""Retrieval that does not wait for the model to remember to search: at the start of a turn the user's message is
-searched in archival and recall memory, and the hits that pass a relevance gate go into the prompt.
+"""Recollection: the memories a model should see before it answers a message, within a budget of characters. The
+chat path puts them into its system prompt at the start of a turn; `POST …/recollection` hands them to a service
+that runs its own LLM. Both call `Recollector.recollect`, so the two never drift.
 
-The gate first asks whether memory holds anything about the message at all: some hit must be close in meaning or
-share enough of the query's words. Close: its cosine similarity stands out from the query's baseline (the margin
-over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since
-multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct
-tokens found in the hit (bigrams for Japanese). When one does, how many go in is set by how the fused scores fall
-away from the best: evident hits within EVIDENT_RATIO of the best evident one, the others within COMPANY_RATIO of
-the best (in a conversation the answer is often a short turn that shares neither words nor much meaning with the
-question, and the fused ranking, not the gate, is what finds it). A question with one clear answer gets a few
-lines; one whose answer is spread over many similar turns gets more, up to K and a budget of characters (one too
-long for what is left gives way to shorter ones after it). They go in best first, under a heading per day (and
-memory, for earlier messages). Thresholds, K and the budget come from bench/recollection.py, chosen on LoCoMo,
-LongMemEval and the Japanese set together (bench/README.md)."""
+The message is searched in archival and recall memory (the hybrid search), and a relevance gate first asks whether
+memory holds anything about it at all: some hit must be close in meaning or share enough of the query's words.
+Close: its cosine similarity stands out from the query's baseline (the margin over the query's similarity to
+generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since multilingual-e5 scores unrelated
+texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct tokens found in the hit (bigrams for
+Japanese). When nothing is evident, nothing goes in: irrelevant memories mislead a model.
+
+When one is, the budget is filled best first (`select`): evident hits within EVIDENT_RATIO of the best evident one
+of their memory, the others within COMPANY_RATIO of its best (in a conversation the answer is often a short turn
+that shares neither words nor much meaning with the question, and the fused ranking, not the gate, is what finds
+it); a hit too long for what is left gives way to shorter ones after it, and a text already chosen is not repeated
+(a handed-in turn stored twice, the message being answered). They are written under a heading per day (and memory,
+for earlier messages), one line each, as data (app/memory/prompt_text.py). Thresholds come from
+bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.cohort_baseline import baseline, centroid
-from app.memory.service import ArchivalMemory, RecallMemory
+from app.memory.models import MemoryBlock
+from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, core_section, memories_section, one_line
+from app.memory.service import CURRENT, ArchivalMemory, CoreMemory, RecallMemory, Validity
+
+Kind = Literal["archival", "recall"]
+KINDS: tuple[Kind, ...] = ("archival", "recall")
 
 MIN_MARGIN = 0.08
 MIN_COVERAGE = 0.7
@@ -31,19 +41,25 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 EVIDENT_RATIO = 0.665  # of the fused score of the best evident hit of the same memory
 COMPANY_RATIO = 0.8
 RECOLLECTION_CHARS = 600  # of one memory
-BUDGET_CHARS = 2500  # of all of them
-SEARCHED_PER_K = 2  # hits searched per memory for each one K lets in: `select` may pass over a long one
+BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
+MAX_BUDGET_CHARS = 20_000  # what one request may ask for
+MIN_SEARCHED, MAX_SEARCHED = 30, 100  # hits searched per memory: enough to fill the budget with short ones
+CHARS_PER_SEARCHED = 50
+SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
 @dataclass
 class Recollection:
-    source: str  # "archival" | "conversation"
+    kind: Kind
+    id: uuid.UUID
     content: str
     occurred_at: datetime
     similarity: float
     margin: float
     coverage: float
     score: float
+    speaker: str | None = None  # a message's role; archival passages have none
+    cap: int = RECOLLECTION_CHARS  # of its content, as shown
 
     @property
     def evident(self) -> bool:
@@ -52,14 +68,43 @@ class Recollection:
 
     @property
     def heading(self) -> str:
-        """The day, and for an earlier message its memory: archival memory is most of what is recollected, and
-        its name on every day's heading cost a LoCoMo prompt ~60 characters, a budget of 1,500 then (render)."""
+        """The day, and for an earlier message its memory: archival memory is most of what is recollected, and its
+        name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/README.md)."""
         day = f"{self.occurred_at:%Y-%m-%d}"
-        return f"[{day}]" if self.source == "archival" else f"[{self.source}, {day}]"
+        return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
+
+    @property
+    def shown(self) -> str:
+        """Its content as the section shows it (one line, cut at `cap`), before escaping."""
+        return LINE_BREAKS.sub(LINE_BREAK_MARK, self.content.strip())[: self.cap]
 
     @property
     def item(self) -> str:
-        return f"- {self.content[:RECOLLECTION_CHARS]}"
+        said = f"{self.speaker}: " if self.speaker else ""
+        return f"- {said}{one_line(self.shown)}"
+
+
+@dataclass
+class Recalled:
+    """What recollection hands over: the memories in the order `body` lists them, `body` the section's lines (None:
+    nothing), and `core` the core-memory section (when asked for)."""
+
+    memories: list[Recollection] = field(default_factory=list)
+    body: str | None = None
+    core: str | None = None
+
+    @property
+    def chars(self) -> int:
+        return len(self.body or "")
+
+    @property
+    def text(self) -> str:
+        """The prompt-ready block: core memory, then the recollected memories, as the chat path's prompt has them."""
+        return "\n\n".join(part for part in (self.core, self.section) if part)
+
+    @property
+    def section(self) -> str | None:
+        return memories_section(self.body) if self.body else None
 
 
 async def ready(embedder: Embedder) -> None:
@@ -75,18 +120,24 @@ def coverage(query_tokens: set[str], search_text: str) -> float:
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
 
 
+def searched_for(budget: int) -> int:
+    """Hits searched per memory for a budget: `select` may pass over long ones for shorter ones after them."""
+    return max(MIN_SEARCHED, min(MAX_SEARCHED, budget // CHARS_PER_SEARCHED))
+
+
 def select(
     hits: list[Recollection],
     *,
-    k: int,
     budget: int = BUDGET_CHARS,
     company: float = COMPANY_RATIO,
     evident_ratio: float = EVIDENT_RATIO,
+    repeats: Iterable[str] = (),
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
-    `evident_ratio` of the best evident score of their memory and the others within `company` of its best score, at
-    most `k` and `budget` characters as `render` writes them (the first always fits). A hit too long for what is
-    left of the budget leaves its place to the next that fits."""
+    `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
+    within `budget` characters as `render` writes them. A hit too long for what is left of the budget leaves its
+    place to the next that fits (the first is cut to fit); a text already chosen, or one of `repeats` (the message
+    being answered), is not repeated."""
     if not any(h.evident for h in hits):
         return []
     best = _best_scores(hits)
@@ -96,87 +147,174 @@ def select(
 
     def comes_along(h: Recollection) -> bool:
         if h.evident:
-            return h.score >= evident_ratio * best_evident[h.source]
-        return h.score >= company * best[h.source]
+            return h.score >= evident_ratio * best_evident[h.kind]
+        return h.score >= company * best[h.kind]
 
-    kept = sorted(filter(comes_along, hits), key=lambda h: -h.score)
+    seen = {_said(text) for text in repeats}
     chosen: list[Recollection] = []
     headings: set[str] = set()
-    used = 0
-    for hit in kept:
-        size = len(hit.item) + 1 + (0 if hit.heading in headings else len(hit.heading) + 1)
-        if chosen and used + size > budget:
+    used = -1  # the lines' newlines: one fewer than the lines
+    for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
+        if _said(hit.content) in seen:
             continue
-        chosen.append(hit)
-        headings.add(hit.heading)
-        used += size
-        if len(chosen) == k:
-            break
+        heading = 0 if hit.heading in headings else len(hit.heading) + 1
+        shown: Recollection | None = hit
+        if not chosen and used + heading + len(hit.item) + 1 > budget:
+            shown = _cut_to(hit, budget - heading - 1)
+        if shown is None or used + heading + len(shown.item) + 1 > budget:
+            continue
+        chosen.append(shown)
+        seen.add(_said(shown.content))
+        headings.add(shown.heading)
+        used += heading + len(shown.item) + 1
     return chosen
 
 
+def _said(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
+    """The hit cut so that its line takes at most `chars` characters (escaping may lengthen it); None if no useful
+    part of it fits."""
+    cut = Recollection(**{**hit.__dict__, "cap": min(hit.cap, chars)})
+    while cut.cap > 0 and len(cut.item) > chars:
+        cut.cap -= max(1, len(cut.item) - chars)
+    return cut if cut.cap >= min(40, len(hit.shown)) else None
+
+
 def _best_scores(hits: list[Recollection]) -> dict[str, float]:
-    """The best score of each memory (source) among `hits`."""
+    """The best score of each memory (kind) among `hits`."""
     best: dict[str, float] = {}
     for h in hits:
-        best[h.source] = max(h.score, best.get(h.source, h.score))
+        best[h.kind] = max(h.score, best.get(h.kind, h.score))
     return best
 
 
-async def hits(
-    session: AsyncSession,
-    agent_id: uuid.UUID,
-    query: str,
-    embedding: list[float],
-    *,
-    embedder: Embedder,
-    k: int,
-    context_start_seq: int,
-) -> list[Recollection]:
-    """The top `k` current archival passages (never a superseded one) and earlier messages (those no longer in the
-    context), with what the gate judges them on, before it does."""
-    query_tokens = set(lexical.query_terms(query))
-    base = await baseline(embedder, embedding)
-    passages = await ArchivalMemory(session, embedder).search(agent_id, query, k=k, vector=embedding)
-    messages = await RecallMemory(session, embedder).search(agent_id, query, k=k, below_seq=context_start_seq, vector=embedding)
-    found = [
-        ("archival", m.passage.content, m.passage.occurred_at, m.similarity, m.score, m.passage.search_text) for m in passages
-    ]
-    found += [
-        ("conversation", f"{m.role}: {m.recall_text()}", m.occurred_at, h.similarity, h.score, m.search_text) for m, h in messages
-    ]
-    return [
-        Recollection(source, content, when, similarity, similarity - base, coverage(query_tokens, tokens), score)
-        for source, content, when, similarity, score, tokens in found
-    ]
+def arrange(chosen: list[Recollection]) -> list[Recollection]:
+    """In the order `render` writes them: best first under the heading of their day, the day of its best hit placing
+    a heading (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters
+    each, bench/README.md "Memory in the prompt")."""
+    days: dict[str, list[Recollection]] = {}
+    for r in chosen:
+        days.setdefault(r.heading, []).append(r)
+    return [r for rs in days.values() for r in rs]
 
 
-async def recollect(
-    session: AsyncSession,
-    agent_id: uuid.UUID,
-    query: str,
-    embedding: list[float],
-    *,
-    embedder: Embedder,
-    k: int,
-    context_start_seq: int,
-) -> list[Recollection]:
-    """Relevant archival passages and earlier messages, best first: `hits` through the gate (`select`), which may
-    pass over a long hit for shorter ones after it (hence SEARCHED_PER_K x `k` searched)."""
-    found = await hits(
-        session, agent_id, query, embedding, embedder=embedder, k=SEARCHED_PER_K * k, context_start_seq=context_start_seq
-    )
-    return select(found, k=k)
+def render(chosen: list[Recollection]) -> str | None:
+    """The section's lines ("[2023-05-08]" for archival memory, "[conversation, 2023-05-08]" for earlier messages,
+    then a line per memory); None for no memories."""
+    lines: list[str] = []
+    heading = None
+    for r in arrange(chosen):
+        if r.heading != heading:
+            heading = r.heading
+            lines.append(heading)
+        lines.append(r.item)
+    return "\n".join(lines) or None
 
 
-def render(recollections: list[Recollection]) -> str | None:
-    """Best first, under a heading of their day written once for the hits they share ("[2023-05-08]" for archival
-    memory, "[conversation, 2023-05-08]" for earlier messages; the day of its best hit places a heading): a
-    conversation's hits often come from a few sessions, and a heading per line cost them 25 characters each
-    (bench/README.md, "Memory in the prompt")."""
-    if not recollections:
-        return None
-    days: dict[str, list[str]] = {}
-    for r in recollections:
-        days.setdefault(r.heading, []).append(r.item)
-    return "\n".join(line for heading, items in days.items() for line in (heading, *items))
+def query_of(messages: Sequence[tuple[str, str]]) -> str:
+    """The query for a recent conversation ([(role, content)], oldest first): its last user message (or its last
+    message, if no user spoke), with the message before it when that one is short ("And when was that?" means
+    nothing alone). Blank messages are passed over; "" if all are blank."""
+    said = [(role, content.strip()) for role, content in messages if content.strip()]
+    if not said:
+        return ""
+    last = max((i for i, (role, _) in enumerate(said) if role == "user"), default=len(said) - 1)
+    query = said[last][1]
+    if last > 0 and len(lexical.query_terms(query)) < SHORT_QUERY_TERMS:
+        query = f"{said[last - 1][1]}\n{query}"
+    return query
+
+
+class Recollector:
+    def __init__(self, session: AsyncSession, embedder: Embedder):
+        self.session = session
+        self.embedder = embedder
+
+    async def hits(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        embedding: list[float],
+        *,
+        searched: int,
+        kinds: Sequence[Kind] = KINDS,
+        as_of: datetime | None = None,
+        below_seq: int | None = None,
+    ) -> list[Recollection]:
+        """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
+        `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
+        query_tokens = set(lexical.query_terms(query))
+        base = await baseline(self.embedder, embedding)
+        found: list[Recollection] = []
+        if "archival" in kinds:
+            validity = Validity(as_of=as_of) if as_of else CURRENT
+            passages = await ArchivalMemory(self.session, self.embedder).search(
+                agent_id, query, k=searched, vector=embedding, validity=validity
+            )
+            found += [
+                Recollection(
+                    "archival",
+                    m.passage.id,
+                    m.passage.content,
+                    m.passage.occurred_at,
+                    m.similarity,
+                    m.similarity - base,
+                    coverage(query_tokens, m.passage.search_text),
+                    m.score,
+                )
+                for m in passages
+            ]
+        if "recall" in kinds:
+            messages = await RecallMemory(self.session, self.embedder).search(
+                agent_id, query, k=searched, below_seq=below_seq, vector=embedding, as_of=as_of
+            )
+            found += [
+                Recollection(
+                    "recall",
+                    m.id,
+                    m.recall_text(),
+                    m.occurred_at,
+                    h.similarity,
+                    h.similarity - base,
+                    coverage(query_tokens, m.search_text),
+                    h.score,
+                    speaker=m.role,
+                )
+                for m, h in messages
+            ]
+        return found
+
+    async def recollect(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        embedding: list[float],
+        *,
+        budget: int = BUDGET_CHARS,
+        kinds: Sequence[Kind] = KINDS,
+        as_of: datetime | None = None,
+        below_seq: int | None = None,
+        repeats: Iterable[str] = (),
+        include_core: bool = False,
+    ) -> Recalled:
+        """The memories for `query` within `budget` characters (`select` over `hits`), and core memory (as it stood
+        `as_of`) when asked for. `repeats`: texts the caller has in front of it already."""
+        found = await self.hits(
+            agent_id, query, embedding, searched=searched_for(budget), kinds=kinds, as_of=as_of, below_seq=below_seq
+        )
+        chosen = arrange(select(found, budget=budget, repeats=repeats))
+        core = await self.core(agent_id, as_of) if include_core else None
+        return Recalled(chosen, render(chosen), core)
+
+    async def core(self, agent_id: uuid.UUID, as_of: datetime | None) -> str | None:
+        memory = CoreMemory(self.session)
+        if as_of is None:
+            blocks: Sequence[MemoryBlock] = await memory.blocks_of(agent_id)
+            values = [b.value for b in blocks]
+        else:
+            then = await memory.as_of(agent_id, as_of)
+            blocks, values = [b for b, _ in then], [r.value for _, r in then]
+        return core_section(blocks, values) if blocks else None

@@ -386,9 +386,13 @@ class MessageRepository:
         below_seq: int | None = None,
         after: datetime | None = None,
         before: datetime | None = None,
+        said_by: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
+        """`said_by`: only messages that had been said by then (occurred_at), as memory stood at that time."""
         # Handed-in messages are never in the context, so they are searched wherever they are.
         below = ["(seq < :below_seq OR handed_in)"] if below_seq is not None else []
+        if said_by is not None:
+            below.append("occurred_at <= :said_by")
         return await hybrid_search(
             self.session,
             Message,
@@ -399,7 +403,7 @@ class MessageRepository:
             speakers=speakers,
             k=k,
             where=["role IN ('user', 'assistant')", *below],
-            params={"below_seq": below_seq},
+            params={"below_seq": below_seq, "said_by": said_by},
             after=after,
             before=before,
             sequence=("seq",),

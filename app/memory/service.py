@@ -325,9 +325,11 @@ class RecallMemory:
         before: datetime | None = None,
         vector: list[float] | None = None,
         asker: named_speakers.Asker = "user",
+        as_of: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
         """`below_seq`: only messages before it (the start of the context); `vector`: the query's embedding, when
-        the caller has it already; `asker`: who wrote the query (named_speakers.speakers)."""
+        the caller has it already; `asker`: who wrote the query (named_speakers.speakers); `as_of`: only messages
+        said by then."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query)
         return await self.messages.search(
             agent_id,
@@ -337,6 +339,7 @@ class RecallMemory:
             below_seq=below_seq,
             after=after,
             before=before,
+            said_by=as_of,
         )
 
     async def page(
