@@ -1,159 +1,241 @@
-"""Memory in the prompt: what automatic recollection puts into the model's first request of a turn, on every set.
+"""Recollection within a budget, on every set: the share of each question's evidence that `POST …/recollection`
+hands over in 800, 1,500 and 3,000 characters, beside the same budget filled by (a) Engram's own search hits in rank
+order and (b) reciprocal-rank fusion (k=60) of cosine and BM25 over the same stored vectors; then what the chat path
+puts into the model's first request (the same function).
 
-Each corpus of bench/retrieval_sets.py goes into its own agent (an import job, `POST …/archival/import`, one turn per passage), and
-each question is sent as a chat message (`POST …/chat`) to the service in process, whose LLM is the scripted
-OpenAI-compatible server on loopback (it answers every request with `send_message`). Measured on the first LLM
-request of each turn: the share of the question's evidence turns that its "Possibly relevant memories" section
-holds, the share of questions with any evidence there, and the characters of recollected memory. The Japanese
-set's unrelated questions measure the other side: how often memory is injected when none applies. Questions of one
-corpus go to one agent in order, as a user would ask them (earlier questions become recall memory).
+Sets (bench/retrieval_sets.py), stored as their users would store them, through the API of the service in process:
+- LoCoMo dev: one archival passage per turn ("Speaker: text"), dated by its session (`POST …/archival/batch`);
+- LongMemEval dev: each haystack handed in as a dated conversation (`POST …/messages`, recall memory);
+- Japanese: its 40 facts as archival passages, and 15 unrelated questions (the gate: nothing should come back).
 
-Before the chat runs, the gate's parameters are swept offline on the same hybrid hits (as many as recollect() searches, through
-ArchivalMemory.search, with the margins and coverages recollect() computes) through recollection.select(), the
-function the service runs: the shipped design, each parameter moved alone from it (the sensitivity table), and the
-design before the score ratio for evident hits, each set at once.
+Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
+each turn folded into it), shown cut at 600 characters as `text` shows it. `ev`: evidence turns handed over / all
+(micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API runs,
+designs of the selection are scored offline on the same hits (`recollection.select`, the function the service
+runs), each set at once: the protocol picks the design with the best worst case over the sets.
 
-    python -m bench.recollection --cache DIR          # vectors from bench/retrieval.py's cache
-    python -m bench.recollection --sets locomo japanese
+    python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
+    python -m bench.recollection --sets locomo japanese --no-chat
 """
 
 import argparse
 import asyncio
+import json
 import shutil
 import statistics
 import tempfile
+import uuid
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
 from app.memory import recollection
+from app.memory.recollection import Kind, Recollection, Recollector, select
 from app.settings import Settings
+from bench import fusion_replica
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval import start_database
-from bench.retrieval_sets import DEFAULT_SETS, SETS, RetrievalSet
-from testkit.bulk import import_passages
+from bench.retrieval_sets import DEFAULT_SETS, SETS, Corpus, Question, RetrievalSet
 from testkit.scripted_llm import ScriptedLLM, call, tools
 
-MEMORIES = "## Possibly relevant memories"
-SHIPPED = {
-    "k": Settings.model_fields["auto_retrieval_k"].default,
-    "budget": recollection.BUDGET_CHARS,
-    "company": recollection.COMPANY_RATIO,
-    "evident_ratio": recollection.EVIDENT_RATIO,
-}
-SWEEP = {
-    "k": (5, 10, 15, 20),
-    "budget": (1500, 2000, 2500, 3000),
-    "company": (0.7, 0.8, 0.9, 1.01),  # 1.01: evident hits only
-    "evident_ratio": (0.0, 0.6, 0.62, 0.64, 0.66, 0.665, 0.67, 0.68, 0.7, 0.75),  # 0.0: every evident hit
-}
-BEFORE = {"k": 10, "budget": 1500, "company": 0.8, "evident_ratio": 0.0}  # until 2026-12-05
+BUDGETS = (800, 1500, 3000)
+CHUNK = 400
+BASELINE_DEPTH = 100
+MEMORIES = "<memories>\n"
+# The selection's designs scored offline: (evident_ratio, company); the shipped one is recollection's defaults.
+DESIGNS = [(e, c) for e in (0.0, 0.5, 0.6, 0.665) for c in (0.0, 0.3, 0.5, 0.8)]
+BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
 
 
-def memories_of(request: dict) -> str:
-    system = request["messages"][0]["content"]
-    if MEMORIES not in system:
-        return ""
-    section = system.split(MEMORIES, 1)[1].split("\n", 1)[1]
-    return section.split("\n\n## ", 1)[0].split("\n\nCurrent time: ", 1)[0]
+@dataclass
+class Loaded:
+    """One corpus as the service stored it."""
+
+    corpus: Corpus
+    agent_id: str
+    kind: Kind
+    turns: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # memory id -> the corpus' turns it stands for
+    index: fusion_replica.Indexed | None = None  # the stored rows, for the RRF baseline
+    rows: list[Recollection] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
+
+    def held(self, question: Question, ids: list[uuid.UUID]) -> int:
+        return len(question.evidence & set().union(*[self.turns.get(i, set()) for i in ids]))
 
 
-def in_prompt(section: str, passages: list[str], evidence) -> int:
-    return sum(passages[i][: recollection.RECOLLECTION_CHARS] in section for i in evidence)
+def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
+    agent = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
+    handed = s.name.startswith("LongMemEval")
+    loaded = Loaded(corpus, agent, "recall" if handed else "archival")
+    dates = corpus.dates or [None] * len(corpus.passages)
+    for start in range(0, len(corpus.passages), CHUNK):
+        items = []
+        for passage, when in zip(corpus.passages[start : start + CHUNK], dates[start : start + CHUNK], strict=True):
+            role, said = passage.split(": ", 1) if handed else ("", passage)
+            said = said if said.strip() else "…"  # a handed-in message has text
+            item = {"role": role, "content": said} if handed else {"content": passage}
+            items.append(item | ({"occurred_at": when.isoformat()} if when else {}))
+        if handed:
+            response = client.post(f"/v1/agents/{agent}/messages", json={"messages": items})
+            ids = response.json()["message_ids"]
+        else:
+            response = client.post(f"/v1/agents/{agent}/archival/batch", json={"items": items})
+            ids = [p["id"] for p in response.json()["items"]]
+        assert response.status_code == 201, response.text
+        for offset, memory in enumerate(ids):
+            loaded.turns.setdefault(uuid.UUID(memory), set()).add(start + offset)
+    return loaded
 
 
-def figures(rows: list[tuple[int, int, int]], unrelated: list[int]) -> dict:
-    """rows: per question with evidence (evidence turns in the prompt, evidence turns, characters); unrelated: per
-    question that memory cannot answer, the characters injected."""
-    return {
-        "evidence turns": sum(r[0] for r in rows) / max(sum(r[1] for r in rows), 1),
-        "questions with evidence": float(np.mean([r[0] > 0 for r in rows])) if rows else float("nan"),
-        "median chars": statistics.median(r[2] for r in rows) if rows else float("nan"),
-        "mean chars": statistics.fmean(r[2] for r in rows) if rows else float("nan"),
-        "unrelated injected": float(np.mean([c > 0 for c in unrelated])) if unrelated else float("nan"),
-    }
+async def read_back(url: str, loaded: list[Loaded]) -> None:
+    """Each corpus' stored rows and vectors, the RRF baseline's input."""
+    engine = db.create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            for one in loaded:
+                table, who = ("messages", "role") if one.kind == "recall" else ("archival_passages", "NULL")
+                rows = (
+                    await conn.execute(
+                        text(
+                            f"SELECT id, content, embedding::text, occurred_at, {who} FROM {table} "
+                            "WHERE agent_id = :a AND embedding IS NOT NULL ORDER BY occurred_at, id"
+                        ),
+                        {"a": uuid.UUID(one.agent_id)},
+                    )
+                ).all()
+                vectors = np.stack([np.asarray(json.loads(r[2]), dtype=np.float32) for r in rows])
+                dates = np.array([r[3].replace(tzinfo=None) for r in rows], dtype="datetime64[us]")
+                one.index = fusion_replica.Indexed([r[1] for r in rows], vectors, dates)
+                one.rows = [Recollection(one.kind, r[0], r[1], r[3], 0, 0, 0, 0, speaker=r[4]) for r in rows]
+    finally:
+        await engine.dispose()
 
 
-def describe(f: dict) -> str:
-    unrelated = f" unrelated {f['unrelated injected']:.2f}" if not np.isnan(f["unrelated injected"]) else ""
-    return f"ev {f['evidence turns']:.3f} q {f['questions with evidence']:.3f} chars {f['median chars']:5.0f} (mean {f['mean chars']:5.0f}){unrelated}"
+def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
+    """The budget filled in rank order, as a caller packing a search's hits would: no gate; a hit too long for what
+    is left gives way to the next that fits (select's rule)."""
+    scored = [replace(r, margin=1.0, score=float(len(ranked) - i)) for i, r in enumerate(ranked)]
+    return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
 
 
-async def hits_of(url: str, embedder: Embedder, agents: dict[str, str], sets: list[RetrievalSet]) -> dict:
-    """Per set: per question, its archival hits as recollect() would see them at the largest k swept, and its
-    evidence."""
+def before(hits: list[Recollection], budget: int) -> list[Recollection]:
+    chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"])
+    return chosen[: BEFORE["most"]]
+
+
+@dataclass
+class Tally:
+    held: int = 0
+    evidence: int = 0
+    questions: list[bool] = field(default_factory=list)
+    chars: list[int] = field(default_factory=list)
+    unrelated: list[bool] = field(default_factory=list)
+
+    def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[uuid.UUID], chars: int) -> None:
+        ids = [c.id if isinstance(c, Recollection) else c for c in chosen]
+        if not q.evidence:
+            self.unrelated.append(bool(ids))
+            return
+        held = loaded.held(q, ids)
+        self.held, self.evidence = self.held + held, self.evidence + len(q.evidence)
+        self.questions.append(held > 0)
+        self.chars.append(chars)
+
+    @property
+    def ev(self) -> float:
+        return self.held / max(self.evidence, 1)
+
+    def __str__(self) -> str:
+        unrelated = f" unrelated {sum(self.unrelated)}/{len(self.unrelated)}" if self.unrelated else ""
+        q = float(np.mean(self.questions)) if self.questions else float("nan")
+        chars = statistics.median(self.chars) if self.chars else 0
+        return f"ev {self.ev:.3f} q {q:.3f} chars {chars:5.0f}{unrelated}"
+
+
+def chars_of(chosen: list[Recollection]) -> int:
+    return len(recollection.render(recollection.arrange(chosen)) or "")
+
+
+async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -> dict[str, dict[str, Tally]]:
+    """Per set, per method or design at each budget: its tally, from one search per question."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
-    out: dict[str, list] = {}
+    out: dict[str, dict[str, Tally]] = {}
     try:
-        for s in sets:
-            for corpus in s.corpora:
-                for q in corpus.questions:
+        for name, loaded in sets.items():
+            tallies = out.setdefault(name, {})
+            for one in loaded:
+                assert one.index is not None
+                for q in one.corpus.questions:
                     vector = await embedder.embed_query(q.text)
                     async with sessions() as session:
-                        found = await recollection.hits(
-                            session,
-                            agents[corpus.name],
-                            q.text,
-                            vector,
-                            embedder=embedder,
-                            k=recollection.SEARCHED_PER_K * max(SWEEP["k"]),
-                            context_start_seq=0,
+                        hits = await Recollector(session, embedder).hits(
+                            uuid.UUID(one.agent_id), q.text, vector, searched=recollection.MAX_SEARCHED, kinds=[one.kind]
                         )
-                    out.setdefault(s.name, []).append((corpus, q, found))
+                    rrf = fusion_replica.baselines(one.index, q.text, np.asarray(vector, dtype=np.float32), BASELINE_DEPTH)
+                    fused = [one.rows[i] for i in rrf["rrf k=60"]]
+                    for budget in BUDGETS:
+                        searched = hits[: recollection.searched_for(budget)]
+                        methods = {
+                            "(a) search hits in rank order": pack(searched, budget),
+                            "(b) rrf k=60 in rank order": pack(fused, budget),
+                            "before (ratios 0.665/0.8, at most 15)": before(searched, budget),
+                        }
+                        for evident, company in DESIGNS:
+                            design = f"design evident {evident:.3f} company {company:.1f}"
+                            methods[design] = select(searched, budget=budget, company=company, evident_ratio=evident)
+                        for method, chosen in methods.items():
+                            tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:
         await engine.dispose()
     return out
 
 
-def designs() -> list[dict]:
-    """The shipped design, each parameter moved alone from it, and the design before."""
-    moved = [{**SHIPPED, lever: value} for lever, values in SWEEP.items() for value in values if value != SHIPPED[lever]]
-    return [SHIPPED, *moved, BEFORE]
+def through_api(client: TestClient, sets: dict[str, list[Loaded]]) -> dict[str, dict[str, Tally]]:
+    out: dict[str, dict[str, Tally]] = {}
+    for name, loaded in sets.items():
+        for one in loaded:
+            for q in one.corpus.questions:
+                for budget in BUDGETS:
+                    body = {"query": q.text, "max_chars": budget, "include_core": False}
+                    response = client.post(f"/v1/agents/{one.agent_id}/recollection", json=body)
+                    assert response.status_code == 200, response.text
+                    found = response.json()
+                    ids = [uuid.UUID(m["id"]) for m in found["memories"]]
+                    rows = [f"{budget:>4} recollection API"]
+                    if name == "Japanese":  # the issue asks for every question of some kinds
+                        rows.append(f"{budget:>4} recollection API, {q.category}")
+                    for row in rows:
+                        out.setdefault(name, {}).setdefault(row, Tally()).add(one, q, ids, found["chars"])
+    return out
 
 
-def sweep(hits: dict) -> None:
-    print(
-        "\n== Gate sensitivity, offline on the archival hits (recollection.select): evidence turns in the prompt, questions with any, median chars"
-    )
-    for params in designs():
-        cells = []
-        for name, questions in hits.items():
-            rows, unrelated = [], []
-            for corpus, q, found in questions:
-                section = recollection.render(recollection.select(found, **params)) or ""
-                if q.evidence:
-                    rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
-                elif q.category == "unrelated":
-                    unrelated.append(len(section))
-            cells.append(f"{name}: {describe(figures(rows, unrelated))}")
-        mark = " *" if params == SHIPPED else " before" if params == BEFORE else ""
-        design = f"k={params['k']:<2} budget={params['budget']:<4} company={params['company']:<4} evident_ratio={params['evident_ratio']:<4}"
-        print(f"{design}{mark:7} | " + " | ".join(cells))
-
-
-def chat_path(client: TestClient, llm: ScriptedLLM, agents: dict[str, str], sets: list[RetrievalSet]) -> None:
-    print(
-        f"\n== Through the chat path (auto_retrieval_k={SHIPPED['k']}, budget {SHIPPED['budget']}, company {SHIPPED['company']}, evident_ratio {SHIPPED['evident_ratio']})"
-    )
-    for s in sets:
-        rows, unrelated = [], []
-        for corpus in s.corpora:
-            for q in corpus.questions:
+def chat_path(client: TestClient, llm: ScriptedLLM, sets: dict[str, list[Loaded]]) -> dict[str, Tally]:
+    """The memories section of each turn's first LLM request, matched to the evidence by the lines it holds."""
+    out: dict[str, Tally] = {}
+    for name, loaded in sets.items():
+        for one in loaded:
+            by_line = {r.item: r.id for r in one.rows}
+            for q in one.corpus.questions:
                 first = len(llm.requests)
-                response = client.post(f"/v1/agents/{agents[corpus.name]}/chat", json={"message": q.text})
+                response = client.post(f"/v1/agents/{one.agent_id}/chat", json={"message": q.text})
                 assert response.status_code == 200, response.text
-                section = memories_of(llm.requests[first])
-                if q.evidence:
-                    rows.append((in_prompt(section, corpus.passages, q.evidence), len(q.evidence), len(section)))
-                elif q.category == "unrelated":
-                    unrelated.append(len(section))
-        f = figures(rows, unrelated)
-        print(f"{s.name:<16} {len(rows)} questions: {describe(f)}")
+                system = llm.requests[first]["messages"][0]["content"]
+                body = system.split(MEMORIES, 1)[1].split("\n</memories>", 1)[0] if MEMORIES in system else ""
+                ids = [by_line[line] for line in body.split("\n") if line in by_line]
+                out.setdefault(name, Tally()).add(one, q, ids, len(body))
+    return out
+
+
+def report(title: str, tallies: dict[str, dict[str, Tally]]) -> None:
+    print(f"\n== {title}")
+    for row in sorted({r for t in tallies.values() for r in t}):
+        print(f"{row:<44} | " + " | ".join(f"{name}: {t[row]}" for name, t in tallies.items() if row in t))
 
 
 def main() -> None:
@@ -161,9 +243,8 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=DEFAULT_SETS)
     parser.add_argument("--limit", type=int, help="only the first N corpora of each set")
     parser.add_argument("--cache", type=Path, help="embeddings kept across runs (bench/embedding_cache.py)")
-    parser.add_argument("--no-sweep", action="store_true", help="only the chat path")
+    parser.add_argument("--no-chat", action="store_true", help="without the chat path")
     args = parser.parse_args()
-    sets = [SETS[name](limit=args.limit) for name in args.sets]
     embedder: Embedder = build_embedder(Settings())
     if args.cache:
         embedder = CachedEmbedder(embedder, args.cache)
@@ -172,18 +253,28 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="engram-recollection-"))
     server, url = start_database(root, embedder.dim)
     try:
-        settings = Settings(database_url=url, openai_base_url=llm.url, openai_api_key="bench", llm_model="scripted")
+        settings = Settings(
+            database_url=url, openai_base_url=llm.url, openai_api_key="bench", llm_model="scripted", max_batch_chars=10**7
+        )
         with TestClient(create_app(settings, embedder=embedder), client=("127.0.0.1", 50000)) as client:
-            agents = {}
-            for s in sets:
-                for corpus in s.corpora:
-                    agents[corpus.name] = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
-                    import_passages(client, agents[corpus.name], corpus.passages, corpus.dates)
-                    if isinstance(embedder, CachedEmbedder):
-                        embedder.save()
-            if not args.no_sweep:
-                sweep(asyncio.run(hits_of(url, embedder, agents, sets)))
-            chat_path(client, llm, agents, sets)
+            stored: dict[str, list[Loaded]] = {}
+            for name in args.sets:
+                s = SETS[name](limit=args.limit)
+                stored[s.name] = [store(client, s, corpus) for corpus in s.corpora]
+                if isinstance(embedder, CachedEmbedder):
+                    embedder.save()
+            asyncio.run(read_back(url, [one for loaded in stored.values() for one in loaded]))
+            report(
+                "Offline on the same hits: baselines, the selection before, and designs",
+                asyncio.run(offline(url, embedder, stored)),
+            )
+            report("Through POST …/recollection (the shipped design)", through_api(client, stored))
+            if not args.no_chat:
+                tallies = chat_path(client, llm, stored)
+                report(
+                    f"Through the chat path (first LLM request, {settings.recollection_chars} characters)",
+                    {n: {"chat": t} for n, t in tallies.items()},
+                )
     finally:
         llm.stop()
         server.cleanup()

@@ -1,9 +1,14 @@
-"""A query's similarity baseline: its mean cosine to a cohort of generic passages that concern no user.
+"""A query's baselines, from cohorts of fixed texts that concern no user.
 
-Embedders give every query a baseline similarity to everything; multilingual-e5 puts unrelated texts at 0.75-0.85,
-and that baseline moves from query to query. Subtracting the query's similarity to the centroid of a fixed set of
-generic passages (cohort normalisation, as in T-norm score normalisation) turns a cosine into a margin over that
-baseline, which separates relevant from unrelated memories far better than the raw cosine (bench/README.md)."""
+- Similarity: its mean cosine to a cohort of generic passages. Embedders give every query a baseline similarity to
+  everything; multilingual-e5 puts unrelated texts at 0.75-0.85, and that baseline moves from query to query.
+  Subtracting the query's similarity to the centroid of the generic passages (cohort normalisation, as in T-norm
+  score normalisation) turns a cosine into a margin over that baseline, which separates relevant from unrelated
+  memories far better than the raw cosine (bench/README.md).
+- Personal: how much more the query is like questions about the asker's own life ("When is my appointment?") than
+  like questions of general knowledge ("Who invented the telephone?"), its mean cosine to each cohort (as queries).
+  Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection.py).
+  The cohorts share no topic with the evaluation sets' unrelated questions."""
 
 import asyncio
 import weakref
@@ -45,7 +50,43 @@ GENERIC_PASSAGES = (
     "駅の近くに新しいパン屋ができました。",
 )
 
+PERSONAL_QUESTIONS = (
+    "What did I tell you about my family?",
+    "When is my appointment?",
+    "Do you remember what I like?",
+    "What was the name of my pet?",
+    "Where do I work now?",
+    "What did we talk about last time?",
+    "How is my project going?",
+    "What did I say I would do this weekend?",
+    "私の家族について何を話したっけ？",
+    "僕の予定はいつだった？",
+    "前に話したこと覚えてる？",
+    "うちの犬の名前は？",
+    "私はどこで働いている？",
+    "この前何の話をしたっけ？",
+    "週末は何をするって言ってた？",
+)
+GENERAL_QUESTIONS = (
+    "What is the population of Canada?",
+    "Explain how an electric motor works.",
+    "Who invented the telephone?",
+    "What is the chemical formula of table salt?",
+    "How does a car engine work?",
+    "Translate 'good morning' into French.",
+    "What is the speed of light?",
+    "Who was the first president of the United States?",
+    "カナダの人口は？",
+    "電気はどうやって作られるの？",
+    "電話を発明したのは誰？",
+    "食塩の化学式は？",
+    "光の速さはどれくらい？",
+    "アメリカの初代大統領は誰？",
+    "英語で「おはよう」は何と言う？",
+)
+
 _centroids: dict[tuple[str, int], np.ndarray] = {}
+_personal: dict[tuple[str, int], np.ndarray] = {}  # the personal cohort's mean less the general cohort's
 # A lock per event loop: an asyncio.Lock is bound to the first loop that contends for it, and one process may run
 # services on several loops in turn (tests, the CLI).
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -59,6 +100,25 @@ async def centroid(embedder: Embedder) -> np.ndarray:
             if key not in _centroids:
                 _centroids[key] = np.asarray(await embedder.embed_passages(list(GENERIC_PASSAGES)), dtype=np.float32).mean(axis=0)
     return _centroids[key]
+
+
+async def personal_direction(embedder: Embedder) -> np.ndarray:
+    """The personal questions' mean embedding less the general ones', once per embedder model."""
+    key = (embedder.model, embedder.dim)
+    if key not in _personal:
+        async with _locks.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+            if key not in _personal:
+                personal = [await embedder.embed_query(q) for q in PERSONAL_QUESTIONS]
+                general = [await embedder.embed_query(q) for q in GENERAL_QUESTIONS]
+                mean = lambda vs: np.asarray(vs, dtype=np.float32).mean(axis=0)  # noqa: E731
+                _personal[key] = mean(personal) - mean(general)
+    return _personal[key]
+
+
+async def personal(embedder: Embedder, query_vector: list[float]) -> float:
+    """How much more the query is like a question about the asker's own life than one of general knowledge (its mean
+    cosine to the first cohort less its mean cosine to the second)."""
+    return float(np.dot(await personal_direction(embedder), np.asarray(query_vector, dtype=np.float32)))
 
 
 async def baseline(embedder: Embedder, query_vector: list[float]) -> float:

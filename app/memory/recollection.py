@@ -9,11 +9,12 @@ generic text, see app/memory/cohort_baseline.py; a raw cosine cannot tell, since
 texts 0.75-0.85). Words: lexical coverage, the share of the query's distinct tokens found in the hit (bigrams for
 Japanese). When nothing is evident, nothing goes in: irrelevant memories mislead a model.
 
-When one is, the budget is filled best first (`select`): evident hits within EVIDENT_RATIO of the best evident one
-of their memory, the others within COMPANY_RATIO of its best (in a conversation the answer is often a short turn
-that shares neither words nor much meaning with the question, and the fused ranking, not the gate, is what finds
-it); a hit too long for what is left gives way to shorter ones after it, and a text already chosen is not repeated
-(a handed-in turn stored twice, the message being answered). They are written under a heading per day (and memory,
+A question about the asker's own life (cohort_baseline.personal) needs less margin: memory is where its answer
+would be. When some hit is evident, the budget is filled best first (`select`): every evident hit, and the others
+within COMPANY_RATIO of the best hit of their memory (in a conversation the answer is often a short turn that shares
+neither words nor much meaning with the question, and the fused ranking, not the gate, is what finds it); a hit too
+long for what is left gives way to shorter ones after it, and a text already chosen is not repeated (a handed-in
+turn stored twice, the message being answered). They are written under a heading per day (and memory,
 for earlier messages), one line each, as data (app/memory/prompt_text.py). Thresholds come from
 bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
@@ -27,7 +28,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.llm.embeddings import Embedder
 from app.memory import lexical
-from app.memory.cohort_baseline import baseline, centroid
+from app.memory.cohort_baseline import baseline, centroid, personal, personal_direction
 from app.memory.models import MemoryBlock
 from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, core_section, memories_section, one_line
 from app.memory.service import CURRENT, ArchivalMemory, CoreMemory, RecallMemory, Validity
@@ -36,10 +37,17 @@ Kind = Literal["archival", "recall"]
 KINDS: tuple[Kind, ...] = ("archival", "recall")
 
 MIN_MARGIN = 0.08
+# A question about the asker's own life (cohort_baseline.personal at least PERSONAL) needs less margin: memory is
+# where its answer would be, and e5 gives a paraphrase across languages little margin ("ふだんの交通手段は？").
+PERSONAL = 0.02
+PERSONAL_MIN_MARGIN = 0.055
 MIN_COVERAGE = 0.7
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
-EVIDENT_RATIO = 0.665  # of the fused score of the best evident hit of the same memory
-COMPANY_RATIO = 0.8
+# Evident hits come along as far as the budget goes (a share of the best evident hit's fused score, 0.665 until
+# 2026-12-06, dropped answers that score well below an echo of the question); the others within COMPANY_RATIO of
+# the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
+EVIDENT_RATIO = 0.0
+COMPANY_RATIO = 0.5
 RECOLLECTION_CHARS = 600  # of one memory
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
 MAX_BUDGET_CHARS = 20_000  # what one request may ask for
@@ -60,11 +68,12 @@ class Recollection:
     score: float
     speaker: str | None = None  # a message's role; archival passages have none
     cap: int = RECOLLECTION_CHARS  # of its content, as shown
+    min_margin: float = MIN_MARGIN  # what its query asks of the margin
 
     @property
     def evident(self) -> bool:
         """Relevant on its own: close in meaning or sharing enough of the query's words."""
-        return self.margin >= MIN_MARGIN or self.coverage >= MIN_COVERAGE
+        return self.margin >= self.min_margin or self.coverage >= MIN_COVERAGE
 
     @property
     def heading(self) -> str:
@@ -112,6 +121,7 @@ async def ready(embedder: Embedder) -> None:
     once per process. A turn asks for it with the query, before it reads its context: an embedder failing there
     costs the turn its recollections, not the turn, and no transaction waits on the embedder."""
     await centroid(embedder)
+    await personal_direction(embedder)
 
 
 def coverage(query_tokens: set[str], search_text: str) -> float:
@@ -248,6 +258,7 @@ class Recollector:
         `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
         query_tokens = set(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
+        bar = PERSONAL_MIN_MARGIN if await personal(self.embedder, embedding) >= PERSONAL else MIN_MARGIN
         found: list[Recollection] = []
         if "archival" in kinds:
             validity = Validity(as_of=as_of) if as_of else CURRENT
@@ -264,6 +275,7 @@ class Recollector:
                     m.similarity - base,
                     coverage(query_tokens, m.passage.search_text),
                     m.score,
+                    min_margin=bar,
                 )
                 for m in passages
             ]
@@ -282,6 +294,7 @@ class Recollector:
                     coverage(query_tokens, m.search_text),
                     h.score,
                     speaker=m.role,
+                    min_margin=bar,
                 )
                 for m, h in messages
             ]
