@@ -11,6 +11,8 @@ vectors from --cache (see bench/retrieval.py; the first run embeds them all).
 2. Physical limit: in this process, the same embedder (`embed_query`) plus one raw pgvector query over asyncpg,
    `SELECT id … WHERE agent_id = $1 ORDER BY embedding <=> $2 LIMIT 10` — sequential p50/p95 and 8 concurrent
    clients. The two sides run one after the other, never at once.
+3. Recollection: `POST /v1/agents/{id}/recollection` (default budget, core memory included) beside the same search,
+   each question's two requests back to back, sequential p50/p95 of both.
 Printed: the figures and the ratios Engram / limit, and the sequential p50 of an empty request to the service over
 the same client (`GET /healthz`: HTTP, uvicorn and the middleware, nothing else). Then where Engram's time goes:
 sequential p50 of the query embedding alone, the raw query alone and the service's search given the vector (its
@@ -122,7 +124,25 @@ async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) 
             assert (await client.get("/healthz")).status_code == 200
 
         empty_requests, _ = await timed([empty] * len(calls) * repeats, 1)
-    return {"sequential": sequential, "rate": rate, "empty": empty_requests}
+        # Recollection (POST …/recollection, default budget, core memory included) against the same search, each
+        # question's two requests back to back so that both meet the same state of the machine.
+        recollections, searches_beside = [], []
+        for agent_id, question in searches * repeats:
+            for path, into in (("recollection", recollections), ("archival", searches_beside)):
+                started = time.perf_counter()
+                if path == "recollection":
+                    response = await client.post(f"/v1/agents/{agent_id}/recollection", json={"query": question})
+                else:
+                    response = await client.get(f"/v1/agents/{agent_id}/archival", params={"query": question, "k": 10})
+                into.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 200, response.text
+    return {
+        "sequential": sequential,
+        "rate": rate,
+        "empty": empty_requests,
+        "recollection": recollections,
+        "search beside": searches_beside,
+    }
 
 
 async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict:
@@ -228,6 +248,10 @@ def main() -> None:
     print(f"{'Engram over HTTP (hybrid)':32} | {e50:7.1f} | {e95:7.1f} | {served['rate']:8.1f}")
     print(f"{'limit: embed + raw pgvector':32} | {r50:7.1f} | {r95:7.1f} | {raw['rate']:8.1f}")
     print(f"{'ratio Engram / limit':32} | {e50 / r50:7.2f} | {e95 / r95:7.2f} | {served['rate'] / raw['rate']:8.2f}")
+    c50, c95 = percentiles(served["recollection"])
+    s50, s95 = percentiles(served["search beside"])
+    print(f"{'Engram recollection (1,500 ch.)':32} | {c50:7.1f} | {c95:7.1f} |   (searches beside it: {s50:.1f} / {s95:.1f} ms)")
+    print(f"{'recollection less search':32} | {c50 - s50:+7.1f} | {c95 - s95:+7.1f} |")
     print(f"\nan empty request over the same client (GET /healthz), sequential p50 {statistics.median(served['empty']):.1f} ms")
     print("\n".join(parts))
 
