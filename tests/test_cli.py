@@ -134,7 +134,7 @@ def test_recall_prints_what_a_model_would_be_handed(
     out, err = capsys.readouterr()
     assert out.startswith("## Possibly relevant memories") and facts[1] in out and "Mochi" not in out
     assert "1 memories" in err
-    cli("recall", agent["name"], "What is my cat called?", "--json", "--max-chars", "200")
+    cli("recall", agent["id"], "What is my cat called?", "--json", "--max-chars", "200")
     answer = json.loads(capsys.readouterr().out)
     assert answer["memories"][0]["content"] == facts[0] and answer["chars"] <= 200
     cli("recall", agent["id"], "Who wrote Pride and Prejudice?", "--no-core")

@@ -4,9 +4,8 @@ same function (app/memory/recollection.py)."""
 
 from fastapi import APIRouter
 
-from app.api.deps import AgentDep, EmbedderDep, RecollectorDep, SettingsDep
+from app.api.deps import AgentDep, RecollectorDep, SettingsDep
 from app.errors import ERROR_RESPONSES
-from app.memory.recollection import ready
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
@@ -14,24 +13,20 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ER
 
 @router.post("/recollection")
 async def recollect(
-    agent: AgentDep, body: RecollectionRequest, recollector: RecollectorDep, embedder: EmbedderDep, settings: SettingsDep
+    agent: AgentDep, body: RecollectionRequest, recollector: RecollectorDep, settings: SettingsDep
 ) -> RecollectionRead:
     """The memory an LLM should see before it answers `query` (or the last user message of `messages`): core memory,
     then the archival passages and earlier messages that bear on it, best first, within `max_chars` characters, as a
     prompt-ready `text` (memories framed as data, one line each, under the day they are dated) and as a list. Nothing
     is recollected when memory holds nothing about the message; superseded passages only `as_of` a time they were
     valid."""
-    query = body.search_text
-    vector = await embedder.embed_query(query)
-    await ready(embedder)
-    recalled = await recollector.recollect(
+    recalled = await recollector.recall(
         agent.id,
-        query,
-        vector,
+        body.search_text,
         budget=body.max_chars or settings.recollection_chars,
         kinds=body.kinds,
         as_of=body.as_of,
         repeats=body.said,
         include_core=body.include_core,
     )
-    return RecollectionRead.of(recalled, query)
+    return RecollectionRead.of(recalled, body.search_text)

@@ -31,7 +31,6 @@ from app.mcp_server.schemas import (
     PassageList,
 )
 from app.memory.recollection import MAX_BUDGET_CHARS, Recollector
-from app.memory.recollection import ready as recollection_ready
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 from app.memory.schemas import (
     LABEL_PATTERN,
@@ -217,16 +216,10 @@ def build_server(
             request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core)
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
-        try:
-            vector = await caller.runtime.embedder.embed_query(request.search_text)
-            await recollection_ready(caller.runtime.embedder)
-        except EngramError as exc:
-            raise _tool_error(exc) from exc
         async with _agent_scope(caller, agent_id) as (session, agent):
-            recalled = await Recollector(session, caller.runtime.embedder).recollect(
+            recalled = await Recollector(session, caller.runtime.embedder).recall(
                 agent.id,
                 request.search_text,
-                vector,
                 budget=max_chars or caller.runtime.settings.recollection_chars,
                 repeats=request.said,
                 include_core=include_core,

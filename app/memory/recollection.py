@@ -300,6 +300,24 @@ class Recollector:
             ]
         return found
 
+    async def recall(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        *,
+        budget: int,
+        kinds: Sequence[Kind] = KINDS,
+        as_of: datetime | None = None,
+        repeats: Iterable[str] = (),
+        include_core: bool = True,
+    ) -> Recalled:
+        """`recollect` for a query not embedded yet (the recollection API, MCP's recall_context)."""
+        embedding = await self.embedder.embed_query(query)
+        await ready(self.embedder)
+        return await self.recollect(
+            agent_id, query, embedding, budget=budget, kinds=kinds, as_of=as_of, repeats=repeats, include_core=include_core
+        )
+
     async def recollect(
         self,
         agent_id: uuid.UUID,
