@@ -199,6 +199,10 @@ def test_idempotency_key_returns_the_same_turn(client: TestClient, agent: dict, 
     assert len(llm.requests) == 1
     users = [m for m in client.get(f"/v1/agents/{agent['id']}/messages").json()["items"] if m["role"] == "user"]
     assert len(users) == 1
+    # the same key with another message is a client's mistake, not a retry: refused, never answered with the old turn
+    reused = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "goodbye"}, headers={"Idempotency-Key": "k-1"})
+    assert reused.status_code == 422 and "another message" in reused.json()["detail"]
+    assert len(llm.requests) == 1
 
 
 def _sse_frames(client: TestClient, agent: dict, message: str, **headers: str) -> list[dict]:

@@ -244,3 +244,9 @@ def test_import_over_the_request_limit_says_what_to_do(
         monkeypatch.setattr(cli_client, "connect", connect)
         with pytest.raises(SystemExit, match="over the server's request limit .*ENGRAM_MAX_REQUEST_BYTES.*--no-embeddings"):
             main(["import", str(target)])
+
+
+def test_a_refused_key_names_the_flag_not_the_header() -> None:
+    refused = httpx.Response(401, json={"error": "unauthorized", "detail": "send an API key as Authorization: Bearer"})
+    message = str(cli_client.failure(refused))
+    assert "--key or ENGRAM_API_KEY" in message and message.startswith("engram: the server answered 401")

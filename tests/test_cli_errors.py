@@ -52,6 +52,12 @@ def test_keys_on_a_fresh_data_directory(tmp_path: Path) -> None:
     refused(engram("keys", "create", "--tenant", unknown, **data), f"no tenant {unknown}", "--tenant acme")
     revoked = engram("keys", "revoke", key_id, **data)
     assert (revoked.returncode, revoked.stdout) == (0, "revoked\n"), revoked.stderr
+    listed = engram("keys", "list", **data)
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    key = created.stdout.rsplit(": ", 1)[1].strip()
+    assert key_id in listed.stdout and "acme" in listed.stdout and key[:11] in listed.stdout and key not in listed.stdout
+    version = engram("--version")
+    assert version.returncode == 0 and version.stdout.startswith("engram "), version.stderr
 
 
 def test_files_that_cannot_be_read_or_written(tmp_path: Path) -> None:

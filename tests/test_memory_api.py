@@ -161,3 +161,19 @@ def test_an_agent_has_a_bounded_number_of_blocks(client: TestClient, agent: dict
         assert client.put(block_path(agent, f"extra_{i}"), json={"value": "x"}).status_code == 201
     refused = client.put(block_path(agent, "one_too_many"), json={"value": "x"})
     assert refused.status_code == 422 and "at most 32" in refused.json()["detail"]
+
+
+def test_whitespace_alone_is_refused_never_stored_as_an_empty_memory(client: TestClient, agent: dict) -> None:
+    base = f"/v1/agents/{agent['id']}"
+    [stored] = client.post(f"{base}/archival/batch", json={"items": [{"content": "The user likes tea."}]}).json()["items"]
+    for path, body in (
+        ("/archival", {"content": " \n\t "}),
+        ("/archival/batch", {"items": [{"content": "fine"}, {"content": "\u3000"}]}),
+        (f"/archival/{stored['id']}/supersede", {"content": "  "}),
+        ("/messages", {"messages": [{"role": "user", "content": "\n"}]}),
+    ):
+        response = client.post(base + path, json=body)
+        assert response.status_code == 422, (path, response.text)
+        assert "blank" in response.json()["detail"], path
+    listed = client.get(f"{base}/archival").json()["items"]
+    assert [p["content"] for p in listed] == ["The user likes tea."]

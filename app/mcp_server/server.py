@@ -39,6 +39,7 @@ from app.memory.schemas import (
     MAX_QUERY_CHARS,
     MAX_TAGS,
     BlockRead,
+    NonBlank,
     PassageRead,
 )
 from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
@@ -154,7 +155,7 @@ def build_server(
     )
     async def insert_archival_memory(
         agent_id: AgentId,
-        content: Annotated[str, Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the passage to store")],
+        content: Annotated[NonBlank, Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the passage to store")],
         ctx: Context,
         tags: Annotated[
             list[str] | None, Field(max_length=MAX_TAGS, description="optional lower-case tags, to filter searches by later")

@@ -26,6 +26,15 @@ def _utc(moment: datetime) -> datetime:
         raise ValueError("the time is out of range") from None
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank (it holds only whitespace)")
+    return text
+
+
+# Text that is stored and searched: whitespace alone is refused, never stored as an empty memory.
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+
 # An ISO 8601 date or time ("2024-05-01", "2024-05-01T09:30:00+09:00"); without a zone, UTC.
 Instant = Annotated[datetime, AfterValidator(_utc)]
 OCCURRED_AT = "when it happened or was said (ISO 8601; without a zone, UTC); default: now"
@@ -79,13 +88,13 @@ Tag = str
 
 
 class PassageCreate(RequestBody):
-    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
+    content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     occurred_at: Instant | None = Field(default=None, description=OCCURRED_AT)
 
 
 class PassageSupersede(RequestBody):
-    content: str = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the fact as it is now")
+    content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the fact as it is now")
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS, description="default: the superseded passage's tags")
     occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}. The superseded passage is valid until then")
 
@@ -130,7 +139,7 @@ MAX_HANDED_IN = 500  # messages per request; a longer conversation is handed in 
 
 class HandedInMessage(RequestBody):
     role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=32_000)
+    content: NonBlank = Field(min_length=1, max_length=32_000)
     occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}")
     id: str | None = Field(
         default=None,
