@@ -34,7 +34,7 @@ def test_the_database_password_comes_from_dot_env_for_both_services() -> None:
 
 def test_the_readme_recipe_waits_for_health_before_creating_a_key() -> None:
     assert all("healthcheck" in service for service in services().values())  # what `--wait` waits for
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "operations.md").read_text()
     up, create = readme.find("docker compose up -d --wait"), readme.find("docker compose exec engram engram keys create")
     assert 0 <= up < create
     assert "POSTGRES_PASSWORD=" in readme[:create]
