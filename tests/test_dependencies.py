@@ -51,7 +51,7 @@ def test_the_tests_use_no_private_module_of_a_package() -> None:
 
 def test_the_lock_pins_every_dependency() -> None:
     """The Dockerfile installs requirements.lock only: a dependency added to pyproject.toml without refreshing the
-    lock (README, Development) would be missing from the image."""
+    lock (docs/development.md) would be missing from the image."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = {normalised(re.match(r"[\w.-]+", r).group()) for r in project["dependencies"]}  # type: ignore[union-attr]
     locked = re.findall(r"^([\w.-]+)==", (ROOT / "requirements.lock").read_text(), re.MULTILINE)

@@ -57,7 +57,7 @@ class SentenceTransformerEmbedder(LocalModelEmbedder):
         except ImportError as exc:
             raise EmbeddingError(
                 "ENGRAM_EMBEDDING_PROVIDER=sentence-transformers needs the extra: pip install -e '.[sentence-transformers]' "
-                "(see the README for the CPU build of torch)"
+                "(see docs/configuration.md for the CPU build of torch)"
             ) from exc
         if not Path(path).is_dir():
             raise EmbeddingError(f"ENGRAM_EMBEDDING_MODEL must be a local model folder; {path!r} is not one")
