@@ -119,7 +119,7 @@ def client(settings: Settings, embedder: Embedder) -> Iterator[TestClient]:
 
 @pytest.fixture
 def agent(client: TestClient) -> dict:
-    response = client.post("/v1/agents", json={"name": "Engram test agent"})
+    response = client.post("/v1/agents", json={"name": f"Engram test agent {uuid.uuid4().hex[:8]}"})
     assert response.status_code == 201, response.text
     return response.json()
 

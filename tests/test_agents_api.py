@@ -2,6 +2,11 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from app import db
+from app.auth.models import DEFAULT_TENANT_ID
+from app.settings import E5_DIM
+from tests.conftest import create_database, run_sql
+
 
 def test_create_agent_with_default_blocks(client: TestClient) -> None:
     response = client.post("/v1/agents", json={"name": "Hana"})
@@ -14,7 +19,9 @@ def test_create_agent_with_default_blocks(client: TestClient) -> None:
 
 def test_create_agent_with_custom_blocks(client: TestClient) -> None:
     blocks = [{"label": "human", "value": "名前: 花子", "limit": 100}, {"label": "rules", "value": "be kind", "read_only": True}]
-    body = client.post("/v1/agents", json={"name": "x", "blocks": blocks, "model": "gemini-2.5-flash"}).json()
+    body = client.post(
+        "/v1/agents", json={"name": f"custom {uuid.uuid4().hex[:6]}", "blocks": blocks, "model": "gemini-2.5-flash"}
+    ).json()
     by_label = {b["label"]: b for b in body["blocks"]}
     assert by_label["human"] == {**by_label["human"], "value": "名前: 花子", "limit": 100}
     assert by_label["rules"]["read_only"] is True
@@ -115,3 +122,33 @@ def test_unknown_fields_are_refused_not_dropped(client: TestClient, agent: dict)
     typo = client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "tea", "tag": ["drinks"]})
     assert typo.status_code == 422 and "tag" in typo.json()["detail"]
     assert client.get(f"/v1/agents/{agent['id']}/archival").json()["items"] == []
+
+
+def test_an_agents_name_is_its_own_within_a_tenant(client: TestClient) -> None:
+    name = f"Mika {uuid.uuid4().hex[:6]}"
+    first = client.post("/v1/agents", json={"name": name})
+    assert first.status_code == 201
+    again = client.post("/v1/agents", json={"name": name})
+    assert again.status_code == 409 and name in again.json()["detail"]
+    other = client.post("/v1/agents", json={"name": f"{name} too"}).json()
+    renamed = client.patch(f"/v1/agents/{other['id']}", json={"name": name})
+    assert renamed.status_code == 409
+    assert client.patch(f"/v1/agents/{first.json()['id']}", json={"name": name, "system": "Be kind."}).status_code == 200
+    listed = client.get("/v1/agents", params={"limit": 200}).json()["items"]
+    assert [a["id"] for a in listed if a["name"] == name] == [first.json()["id"]]
+
+
+def test_agents_sharing_a_name_before_the_rule_keep_the_oldest_name(postgres_server: object) -> None:
+    url = create_database(postgres_server, f"engram_names_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, E5_DIM, "0013_term_counts")
+    tenant = str(DEFAULT_TENANT_ID)
+    for i, name in enumerate(["Mika", "Mika", "Ren", "Mika"]):
+        run_sql(
+            url,
+            "INSERT INTO agents (id, tenant_id, name, created_at, updated_at, context_start_seq) "
+            "VALUES (:id, :tenant, :name, now() + make_interval(secs => :i), now(), 0)",
+            {"id": uuid.uuid4(), "tenant": uuid.UUID(tenant), "name": name, "i": i},
+        )
+    db.run_migrations(url, E5_DIM)
+    names = [row[0] for row in run_sql(url, "SELECT name FROM agents ORDER BY created_at")]
+    assert names == ["Mika", "Mika (2)", "Ren", "Mika (3)"]

@@ -86,7 +86,7 @@ def test_agents_least_recently_read_are_let_go_beyond_the_bound(database_url: st
         try:
             async with db.transaction(sessions) as session:
                 for agent_id in agents:
-                    session.add(Agent(id=agent_id, tenant_id=DEFAULT_TENANT_ID, name="bounded"))
+                    session.add(Agent(id=agent_id, tenant_id=DEFAULT_TENANT_ID, name=f"bounded {agent_id}"))
                 await session.flush()
                 for agent_id in agents:
                     for n in range(4):

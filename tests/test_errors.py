@@ -1,5 +1,7 @@
 """Errors mean what they say: only a failure to reach the database is "database unavailable"."""
 
+import uuid
+
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -36,7 +38,8 @@ def test_a_body_that_is_not_json_says_what_to_send(client: TestClient, agent: di
             "detail": "the body was not sent as JSON: send a JSON object with the header Content-Type: application/json",
         }
     # A JSON media type with parameters or a +json suffix is JSON.
-    labelled = client.post("/v1/agents", content=b'{"name": "x"}', headers={"Content-Type": "application/json; charset=utf-8"})
+    named = f'{{"name": "labelled {uuid.uuid4()}"}}'.encode()
+    labelled = client.post("/v1/agents", content=named, headers={"Content-Type": "application/json; charset=utf-8"})
     assert labelled.status_code == 201
     assert (
         client.post("/v1/agents", content=b'{"name": 1}', headers={"Content-Type": "application/vnd.api+json"}).status_code == 422

@@ -72,7 +72,7 @@ def search(client: TestClient, base: str, mode: str, query: str = QUERY) -> list
 
 
 def store(client: TestClient, texts: list[str]) -> str:
-    agent = client.post("/v1/agents", json={"name": "fusion"}).json()
+    agent = client.post("/v1/agents", json={"name": f"fusion {uuid.uuid4().hex[:8]}"}).json()
     base = f"/v1/agents/{agent['id']}/archival"
     assert client.post(f"{base}/batch", json={"items": [{"content": t} for t in texts]}).status_code == 201
     return base
@@ -98,7 +98,7 @@ def test_weak_lexical_evidence_does_not_outrank_meaning(hand_placed: TestClient)
 
 
 def test_an_empty_memory_finds_nothing(hand_placed: TestClient) -> None:
-    agent = hand_placed.post("/v1/agents", json={"name": "empty"}).json()
+    agent = hand_placed.post("/v1/agents", json={"name": f"empty {uuid.uuid4().hex[:8]}"}).json()
     for mode in ("hybrid", "vector", "text"):
         assert search(hand_placed, f"/v1/agents/{agent['id']}/archival", mode) == []
 
@@ -193,7 +193,7 @@ DATED = {
 
 
 def test_a_memory_from_the_date_the_query_names_gains(hand_placed: TestClient) -> None:
-    agent = hand_placed.post("/v1/agents", json={"name": "dated"}).json()
+    agent = hand_placed.post("/v1/agents", json={"name": f"dated {uuid.uuid4().hex[:8]}"}).json()
     base = f"/v1/agents/{agent['id']}/archival"
     items = [
         {"content": FOUND_BEFORE, "occurred_at": "2023-04-20T18:00:00Z"},
@@ -236,7 +236,7 @@ def test_a_line_by_the_speaker_the_query_names_gains(hand_placed: TestClient) ->
 
 
 def test_in_recall_memory_the_speaker_is_the_role(hand_placed: TestClient) -> None:
-    agent = hand_placed.post("/v1/agents", json={"name": "spoken"}).json()
+    agent = hand_placed.post("/v1/agents", json={"name": f"spoken {uuid.uuid4().hex[:8]}"}).json()
     said = [
         {"role": "user", "content": "The mats were 40 dollars."},
         {"role": "assistant", "content": "The mats were 40 dollars!"},

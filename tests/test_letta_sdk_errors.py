@@ -178,6 +178,8 @@ def test_an_llm_failure_and_a_name_taken(client: TestClient, llm: ScriptedLLM) -
     exported = sdk.agents.export_file(agent.id)
     with pytest.raises(ConflictError):
         sdk.agents.import_file(file=("a.af", exported.encode()))  # the name is taken: Engram reaches agents by name
+    with pytest.raises(ConflictError):
+        sdk.agents.create(name=agent.name, memory_blocks=[])  # so is creating a second agent of that name
 
 
 def test_pages_follow_letta_cursors(client: TestClient, llm: ScriptedLLM) -> None:

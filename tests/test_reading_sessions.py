@@ -3,6 +3,7 @@ search waiting for its query's embedding leaves no backend 'idle in transaction'
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Sequence
 
 import asyncpg
@@ -48,7 +49,7 @@ async def _idle_in_transaction(database_url: str) -> int:
 def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
     slow = SlowQueries(embedder)
     with checked_client(create_app(settings, embedder=slow)) as client:
-        agent = client.post("/v1/agents", json={"name": "reader"}).json()
+        agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}/archival"
         assert client.post(base, json={"content": "The user's sister lives in Osaka."}).status_code == 201
         answers: list[int] = []
@@ -72,7 +73,7 @@ def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings
             block_reads.append(conn.get_execution_options().get("isolation_level"))
 
     with checked_client(create_app(settings, embedder=embedder)) as client:
-        agent = client.post("/v1/agents", json={"name": "reader"}).json()
+        agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
         llm.reset(tools(call("core_memory_append", label="human", content="Lives in Osaka."), call("send_message", text="ok")))
         event.listen(Engine, "before_cursor_execute", record)
         try:

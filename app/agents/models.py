@@ -1,7 +1,7 @@
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, Text
+from sqlalchemy import Column, ForeignKey, Index, Text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlmodel import Field, SQLModel
 
@@ -10,6 +10,8 @@ from app.models_base import id_field, timestamp_field
 
 class Agent(SQLModel, table=True):
     __tablename__ = "agents"
+    # Agents are reached by name (an OpenAI `model`, the CLI): unique within a tenant (alembic 0014).
+    __table_args__ = (Index("ux_agents_tenant_name", "tenant_id", "name", unique=True),)
 
     id: uuid.UUID = id_field()
     tenant_id: uuid.UUID = Field(

@@ -65,6 +65,7 @@ class AgentService:
         self.core = CoreMemory(session)
 
     async def create(self, tenant_id: uuid.UUID, spec: AgentCreate) -> AgentRead:
+        await self._name_free(tenant_id, spec.name)
         agent = await self.agents.add(Agent(tenant_id=tenant_id, name=spec.name, system=spec.system, model=spec.model))
         await self.core.create_blocks(agent.id, spec.blocks if spec.blocks is not None else default_blocks())
         return await self.read(agent)
@@ -76,11 +77,18 @@ class AgentService:
         changes = patch.model_dump(exclude_unset=True)
         if "name" in changes and changes["name"] is None:
             raise Unprocessable("name cannot be null")
+        if changes.get("name", agent.name) != agent.name:
+            await self._name_free(agent.tenant_id, changes["name"])
         for field, value in changes.items():
             setattr(agent, field, value)
         agent.updated_at = utcnow()
         await self.agents.add(agent)
         return await self.read(agent)
+
+    async def _name_free(self, tenant_id: uuid.UUID, name: str) -> None:
+        """Agents are reached by name (an OpenAI `model`, the CLI, Letta's SDK): one name, one agent per tenant."""
+        if await self.agents.named(tenant_id, name):
+            raise Conflict(f"an agent named {name!r} exists: choose another name (agents are also reached by name)")
 
     async def delete(self, agent: Agent) -> None:
         await self.agents.delete(agent.id)
