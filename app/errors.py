@@ -34,6 +34,7 @@ class EngramError(Exception):
     status_code = 400
     code = "bad_request"
     headers: dict[str, str] | None = None
+    turn_id: uuid.UUID | None = None  # an error that ended a turn names it (TurnErrorBody): the message is stored
 
     def __init__(self, detail: str, *, headers: dict[str, str] | None = None):
         super().__init__(detail)
@@ -42,7 +43,7 @@ class EngramError(Exception):
             self.headers = headers
 
     def body(self) -> dict[str, str]:
-        return _body(self.code, self.detail)
+        return _body(self.code, self.detail) | ({"turn_id": str(self.turn_id)} if self.turn_id else {})
 
 
 class NotFound(EngramError):
@@ -96,8 +97,19 @@ class LLMError(EngramError):
         super().__init__(detail)
         self.turn_id = turn_id
 
-    def body(self) -> dict[str, str]:
-        return super().body() | ({"turn_id": str(self.turn_id)} if self.turn_id else {})
+
+class TurnStopped(ServiceUnavailable):
+    """A turn stopped by the server shutting down past its grace: the user's message is stored with `turn_id`."""
+
+    code = "turn_stopped"
+
+    def __init__(self, turn_id: uuid.UUID):
+        super().__init__(
+            "the server stopped this turn while shutting down; your message is saved with the turn: send it again "
+            "(or read GET …/turns/{turn_id}) once the service is back",
+            headers={"Retry-After": "5"},
+        )
+        self.turn_id = turn_id
 
 
 def _body(code: str, detail: str) -> dict[str, str]:

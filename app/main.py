@@ -88,7 +88,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     indexer = asyncio.create_task(agent_indexes.maintain(engine), name="engram-agent-indexes")
-    streams = TurnStreams(runner, passes, turn_tasks, hub)
+    streams = TurnStreams(runner, passes, turn_tasks, hub, stopping=lambda: app.state.drain.active)
     imports = ImportWorker(engine, sessions, embedder)
     imports.start()
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams, imports)

@@ -14,7 +14,7 @@ import pytest
 
 from testkit.scripted_llm import ScriptedLLM, call, slow, tools
 from testkit.service_process import running_service, start_service, stop_service
-from tests.conftest import create_database
+from tests.conftest import create_database, run_sql
 
 TURNS = 8
 LLM_SECONDS = 3.0  # each turn's LLM answer arrives this long after the request
@@ -95,3 +95,40 @@ def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the
             said = json.dumps(stored, ensure_ascii=False)  # the reply is the send_message call's argument
             assert "remember me" in said and "stored before exit" in said, said
             assert "too late" not in said
+
+
+def test_a_turn_outlasting_the_grace_gets_a_json_error_naming_it(postgres_server: object, llm: ScriptedLLM) -> None:
+    """Past the grace the turns still running are stopped: their clients get the JSON error shape with the turn's id
+    (the message is stored with it), not a bare 500."""
+    database = create_database(postgres_server, f"engram_stopped_{uuid.uuid4().hex[:8]}")
+    env = {
+        "DATABASE_URL": database,
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "test",
+        "ENGRAM_LLM_MODEL": "scripted",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
+        "ENGRAM_SHUTDOWN_GRACE_SECONDS": "3",
+        "ENGRAM_SHUTDOWN_NOTICE_SECONDS": "0",
+    }
+    llm.reset(fallback=slow(tools(call("send_message", text="too slow")), 20))
+    process, base = start_service(env)
+    try:
+        agent_id = httpx.post(f"{base}/v1/agents", json={"name": "outlasting"}).json()["id"]
+        with ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(httpx.post, f"{base}/v1/agents/{agent_id}/chat", json={"message": "wait for me"}, timeout=60)
+            deadline = time.monotonic() + 30
+            while not llm.requests:
+                assert time.monotonic() < deadline, "the turn never reached the LLM"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            response = answer.result()
+        process.wait(timeout=20)
+    finally:
+        stop_service(process)
+    assert response.status_code == 503, response.text
+    body = response.json()
+    assert body["error"] == "turn_stopped" and "saved" in body["detail"]
+    stored = run_sql(
+        database, "SELECT content FROM messages WHERE turn_id = :t AND role = 'user'", {"t": uuid.UUID(body["turn_id"])}
+    )
+    assert stored == [("wait for me",)]

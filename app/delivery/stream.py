@@ -7,7 +7,7 @@ is admitted by it first (a refusal raises as any other) and its tokens are count
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from app.chat.events import Event
@@ -17,17 +17,26 @@ from app.chat.service import tokens_used
 from app.chat.turn_state import TurnResult
 from app.delivery.hub import EventHub
 from app.detached import DetachedTasks
+from app.errors import ServiceUnavailable, TurnStopped
 from app.quotas.service import Meter
 
 log = logging.getLogger("engram.quotas")
 
 
 class TurnStreams:
-    def __init__(self, runner: TurnRunner, passes: MemoryPasses, tasks: DetachedTasks[TurnResult], hub: EventHub):
+    def __init__(
+        self,
+        runner: TurnRunner,
+        passes: MemoryPasses,
+        tasks: DetachedTasks[TurnResult],
+        hub: EventHub,
+        stopping: Callable[[], bool] = lambda: False,
+    ):
         self.runner = runner
         self.passes = passes
         self.tasks = tasks
         self.hub = hub
+        self.stopping = stopping  # the service is shutting down (app/draining.py)
 
     def watch(self, agent_id: uuid.UUID) -> AbstractAsyncContextManager[asyncio.Queue[Event | None]]:
         """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind)."""
@@ -46,21 +55,33 @@ class TurnStreams:
         another turn running, no LLM) raises before the first event; an idempotent replay yields the stored events
         of the earlier turn (without `turn_completed` when that turn is still running)."""
         turn_id = uuid.uuid4()
-        async with self.hub.subscribe(agent_id) as queue:
-            # Subscribed before the turn starts, so no event can be published before we listen.
-            task = self.tasks.spawn(self._run(agent_id, message, idempotency_key, turn_id, meter))
-            last_seq = -1
-            while (event := await _next_event(queue, task)) is not None:
-                if event.turn_id != turn_id:
-                    continue  # another turn of this agent, e.g. one still finishing when ours queued on the lock
-                yield event
-                last_seq = event.seq
-                if event.type == "turn_completed":
-                    # A turn stopped by an internal error raises after its last event: POST answers 503 then.
-                    await asyncio.shield(task)
-                    return
-        # The turn's task has ended (or the hub dropped us for falling behind): its result holds what is left.
-        result = await asyncio.shield(task)  # raises the refusal as a normal HTTP error
+        last_seq = -1
+        try:
+            async with self.hub.subscribe(agent_id) as queue:
+                # Subscribed before the turn starts, so no event can be published before we listen.
+                task = self.tasks.spawn(self._run(agent_id, message, idempotency_key, turn_id, meter))
+                while (event := await _next_event(queue, task)) is not None:
+                    if event.turn_id != turn_id:
+                        continue  # another turn of this agent, e.g. one still finishing when ours queued on the lock
+                    yield event
+                    last_seq = event.seq
+                    if event.type == "turn_completed":
+                        # A turn stopped by an internal error raises after its last event: POST answers 503 then.
+                        await _outcome(task)
+                        return
+            # The turn's task has ended (or the hub dropped us for falling behind): its result holds what is left.
+            result = await _outcome(task)  # raises the refusal as a normal HTTP error
+        except asyncio.CancelledError:
+            if not self.stopping():  # a client gone, say: nobody to answer
+                raise
+            # A shutdown past its grace cancels the requests still waiting and the turns still running: answer with
+            # an error the client can read (naming the turn, once it started) rather than a bare 500.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                current.uncancel()
+            if last_seq >= 0:
+                raise TurnStopped(turn_id) from None
+            raise ServiceUnavailable("the server is shutting down: the turn did not start; send the message again") from None
         for event in result.events:
             if result.turn_id != turn_id or event.seq > last_seq:
                 yield event
@@ -85,6 +106,10 @@ class TurnStreams:
             await meter.spend_tokens(tokens)
         except Exception:  # the turn has run and is stored: a failed count must not turn its answer into an error
             log.warning("could not count the LLM tokens of turn %s against its quotas", turn_id, exc_info=True)
+
+
+async def _outcome(task: asyncio.Task[TurnResult]) -> TurnResult:
+    return await asyncio.shield(task)
 
 
 async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:
