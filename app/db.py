@@ -36,12 +36,17 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stops the server unless another live process still uses it (pgserver would do it at exit, but a SIGTERM
-        ends the process without atexit hooks), and logs what really happened."""
+        ends the process without atexit hooks), and logs what really happened. A process killed beside this one
+        (SIGKILL, the OOM killer) never took itself off pgserver's list of users: it is dropped first, or the server
+        would outlive everyone."""
+        from pgserver.postgres_server import PostgresServer
+
+        with PostgresServer._lock:
+            _forget_dead_users(Path(self.server.pgdata))
         self.server.cleanup()
-        postmaster = self.server.get_postmaster_info().process
-        if postmaster.is_running():
-            users = self.server.global_process_id_list.get()
-            log.info("embedded PostgreSQL left running: still used by process(es) %s", users)
+        users = [pid for pid in self.server.global_process_id_list.get() if pid != os.getpid() and _alive(pid)]
+        if users:
+            log.warning("embedded PostgreSQL left running: still used by process(es) %s", users)
         else:
             log.info("embedded PostgreSQL stopped")
 

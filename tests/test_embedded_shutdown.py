@@ -56,3 +56,22 @@ def test_after_a_sigkill_the_next_start_recovers_and_its_clean_stop_stops_postgr
             orphan.terminate()
         assert not alive, "the embedded PostgreSQL outlived the clean stop that followed a SIGKILL"
         assert f"process(es) [{killed.pid}] ended without stopping it" in output
+
+
+def test_a_service_killed_beside_another_does_not_keep_postgres_up_after_the_others_clean_stop() -> None:
+    with tempfile.TemporaryDirectory(prefix="engram-embedded-") as data_dir:
+        env = {"ENGRAM_DATA_DIR": data_dir, "ENGRAM_EMBEDDING_THREADS": "1"}
+        survivor, _ = start_service(env)
+        try:
+            killed, _ = start_service(env)  # the second on the same data directory shares the first's server
+            killed.kill()
+            killed.wait(timeout=30)
+            survivor.send_signal(signal.SIGTERM)
+            output, _ = survivor.communicate(timeout=60)
+        finally:
+            stop_service(survivor)
+        _, alive = psutil.wait_procs(postgres_of(data_dir), timeout=10)
+        for orphan in alive:
+            orphan.terminate()
+        assert not alive, "the embedded PostgreSQL outlived the clean stop: the killed service still counted as a user"
+        assert "left running" not in output, output[-2000:]  # said (a warning) only while another user lives
