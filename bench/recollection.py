@@ -142,8 +142,9 @@ class Tally:
 
     def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[uuid.UUID], chars: int) -> None:
         ids = [c.id if isinstance(c, Recollection) else c for c in chosen]
-        if not q.evidence:
-            self.unrelated.append(bool(ids))
+        if not q.evidence:  # an unrelated question (Japanese set) should get nothing; an abstention may get some
+            if q.category == "unrelated":
+                self.unrelated.append(bool(ids))
             return
         held = loaded.held(q, ids)
         self.held, self.evidence = self.held + held, self.evidence + len(q.evidence)
