@@ -26,19 +26,24 @@ GRACE_SECONDS = 10
 NOTICE_SECONDS = 3
 
 
-def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the_grace(
-    postgres_server: object, llm: ScriptedLLM
-) -> None:
-    database = create_database(postgres_server, f"engram_drain_{uuid.uuid4().hex[:8]}")
-    env = {
+def service_env(database: str, llm: ScriptedLLM, *, grace: float, notice: float) -> dict[str, str]:
+    """`engram serve` on `database`, the scripted LLM its model (no retries), with this shutdown grace and notice."""
+    return {
         "DATABASE_URL": database,
         "OPENAI_BASE_URL": llm.url,
         "OPENAI_API_KEY": "test",
         "ENGRAM_LLM_MODEL": "scripted",
         "ENGRAM_LLM_MAX_RETRIES": "0",
-        "ENGRAM_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS),
-        "ENGRAM_SHUTDOWN_NOTICE_SECONDS": str(NOTICE_SECONDS),
+        "ENGRAM_SHUTDOWN_GRACE_SECONDS": str(grace),
+        "ENGRAM_SHUTDOWN_NOTICE_SECONDS": str(notice),
     }
+
+
+def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the_grace(
+    postgres_server: object, llm: ScriptedLLM
+) -> None:
+    database = create_database(postgres_server, f"engram_drain_{uuid.uuid4().hex[:8]}")
+    env = service_env(database, llm, grace=GRACE_SECONDS, notice=NOTICE_SECONDS)
     llm.reset(fallback=slow(tools(call("send_message", text="stored before exit")), LLM_SECONDS))
     process, base = start_service(env)
     try:
@@ -101,15 +106,7 @@ def test_a_turn_outlasting_the_grace_gets_a_json_error_naming_it(postgres_server
     """Past the grace the turns still running are stopped: their clients get the JSON error shape with the turn's id
     (the message is stored with it), not a bare 500."""
     database = create_database(postgres_server, f"engram_stopped_{uuid.uuid4().hex[:8]}")
-    env = {
-        "DATABASE_URL": database,
-        "OPENAI_BASE_URL": llm.url,
-        "OPENAI_API_KEY": "test",
-        "ENGRAM_LLM_MODEL": "scripted",
-        "ENGRAM_LLM_MAX_RETRIES": "0",
-        "ENGRAM_SHUTDOWN_GRACE_SECONDS": "3",
-        "ENGRAM_SHUTDOWN_NOTICE_SECONDS": "0",
-    }
+    env = service_env(database, llm, grace=3, notice=0)
     llm.reset(fallback=slow(tools(call("send_message", text="too slow")), 20))
     process, base = start_service(env)
     try:
