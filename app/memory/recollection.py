@@ -20,7 +20,7 @@ bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set togeth
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -188,7 +188,7 @@ def _said(text: str) -> str:
 def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
     """The hit cut so that its line takes at most `chars` characters (escaping may lengthen it); None if no useful
     part of it fits."""
-    cut = Recollection(**{**hit.__dict__, "cap": min(hit.cap, chars)})
+    cut = replace(hit, cap=min(hit.cap, chars))
     while cut.cap > 0 and len(cut.item) > chars:
         cut.cap -= max(1, len(cut.item) - chars)
     return cut if cut.cap >= min(40, len(hit.shown)) else None
