@@ -140,8 +140,8 @@ ArchivalMemoryDep = Annotated[ArchivalMemory, Depends(get_archival_memory)]
 RecallMemoryDep = Annotated[RecallMemory, Depends(get_recall_memory)]
 
 
-async def get_recollector(session: SessionDep, embedder: EmbedderDep) -> Recollector:
-    return Recollector(session, embedder)
+async def get_recollector(request: Request, session: SessionDep, embedder: EmbedderDep) -> Recollector:
+    return Recollector(session, embedder, elsewhere=runtime(request.app).sessions)
 
 
 RecollectorDep = Annotated[Recollector, Depends(get_recollector)]

@@ -18,18 +18,22 @@ turn stored twice, the message being answered). They are written under a heading
 for earlier messages), one line each, as data (app/memory/prompt_text.py). Thresholds come from
 bench/recollection.py, chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from app.db import reading
 from app.llm.embeddings import Embedder
 from app.memory import lexical
 from app.memory.cohort_baseline import baseline, centroid, personal, personal_direction
-from app.memory.models import MemoryBlock
+from app.memory.hybrid import Hit
+from app.memory.models import ArchivalPassage, MemoryBlock, Message
 from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, core_section, memories_section, one_line
 from app.memory.service import CURRENT, ArchivalMemory, CoreMemory, RecallMemory, Validity
 
@@ -240,9 +244,14 @@ def query_of(messages: Sequence[tuple[str, str]]) -> str:
 
 
 class Recollector:
-    def __init__(self, session: AsyncSession, embedder: Embedder):
+    """`elsewhere`: sessions for a second connection, on which recall memory and core memory are read while archival
+    memory is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
+    other on `session`."""
+
+    def __init__(self, session: AsyncSession, embedder: Embedder, elsewhere: async_sessionmaker[AsyncSession] | None = None):
         self.session = session
         self.embedder = embedder
+        self.elsewhere = elsewhere
 
     async def hits(
         self,
@@ -257,49 +266,60 @@ class Recollector:
     ) -> list[Recollection]:
         """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
         `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
+        found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, include_core=False)
+        return found
+
+    async def _read(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        embedding: list[float],
+        searched: int,
+        kinds: Sequence[Kind],
+        as_of: datetime | None,
+        below_seq: int | None,
+        *,
+        include_core: bool,
+    ) -> tuple[list[Recollection], str | None]:
+        """The hits (`hits`) and the core-memory section (None unless `include_core`)."""
         query_tokens = set(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
         bar = PERSONAL_MIN_MARGIN if await personal(self.embedder, embedding) >= PERSONAL else MIN_MARGIN
-        found: list[Recollection] = []
-        if "archival" in kinds:
+
+        def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
+            margin, covered = hit.similarity - base, coverage(query_tokens, row.search_text or "")
+            speaker = row.role if isinstance(row, Message) else None
+            return Recollection(
+                kind, row.id, content, row.occurred_at, hit.similarity, margin, covered, hit.score, speaker, min_margin=bar
+            )
+
+        async def archival(session: AsyncSession) -> list[Recollection]:
+            if "archival" not in kinds:
+                return []
             validity = Validity(as_of=as_of) if as_of else CURRENT
-            passages = await ArchivalMemory(self.session, self.embedder).search(
+            found = await ArchivalMemory(session, self.embedder).search(
                 agent_id, query, k=searched, vector=embedding, validity=validity
             )
-            found += [
-                Recollection(
-                    "archival",
-                    m.passage.id,
-                    m.passage.content,
-                    m.passage.occurred_at,
-                    m.similarity,
-                    m.similarity - base,
-                    coverage(query_tokens, m.passage.search_text),
-                    m.score,
-                    min_margin=bar,
-                )
-                for m in passages
+            return [
+                recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity)) for m in found
             ]
-        if "recall" in kinds:
-            messages = await RecallMemory(self.session, self.embedder).search(
-                agent_id, query, k=searched, below_seq=below_seq, vector=embedding, as_of=as_of
-            )
-            found += [
-                Recollection(
-                    "recall",
-                    m.id,
-                    m.recall_text(),
-                    m.occurred_at,
-                    h.similarity,
-                    h.similarity - base,
-                    coverage(query_tokens, m.search_text),
-                    h.score,
-                    speaker=m.role,
-                    min_margin=bar,
+
+        async def recall_and_core(session: AsyncSession) -> tuple[list[Recollection], str | None]:
+            found = []
+            if "recall" in kinds:
+                messages = await RecallMemory(session, self.embedder).search(
+                    agent_id, query, k=searched, below_seq=below_seq, vector=embedding, as_of=as_of
                 )
-                for m, h in messages
-            ]
-        return found
+                found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
+            return found, await core(session, agent_id, as_of) if include_core else None
+
+        if self.elsewhere is None:
+            passages = await archival(self.session)
+            messages, section = await recall_and_core(self.session)
+        else:
+            async with reading(self.elsewhere) as other:
+                passages, (messages, section) = await asyncio.gather(archival(self.session), recall_and_core(other))
+        return passages + messages, section
 
     async def recall(
         self,
@@ -334,19 +354,20 @@ class Recollector:
     ) -> Recalled:
         """The memories for `query` within `budget` characters (`select` over `hits`), and core memory (as it stood
         `as_of`) when asked for. `repeats`: texts the caller has in front of it already."""
-        found = await self.hits(
-            agent_id, query, embedding, searched=searched_for(budget), kinds=kinds, as_of=as_of, below_seq=below_seq
+        found, section = await self._read(
+            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
-        core = await self.core(agent_id, as_of) if include_core else None
-        return Recalled(chosen, render(chosen), core)
+        return Recalled(chosen, render(chosen), section)
 
-    async def core(self, agent_id: uuid.UUID, as_of: datetime | None) -> str | None:
-        memory = CoreMemory(self.session)
-        if as_of is None:
-            blocks: Sequence[MemoryBlock] = await memory.blocks_of(agent_id)
-            values = [b.value for b in blocks]
-        else:
-            then = await memory.as_of(agent_id, as_of)
-            blocks, values = [b for b, _ in then], [r.value for _, r in then]
-        return core_section(blocks, values) if blocks else None
+
+async def core(session: AsyncSession, agent_id: uuid.UUID, as_of: datetime | None) -> str | None:
+    """The core-memory section, the blocks as they stood `as_of` (None: now); None without blocks."""
+    memory = CoreMemory(session)
+    if as_of is None:
+        blocks: Sequence[MemoryBlock] = await memory.blocks_of(agent_id)
+        values = [b.value for b in blocks]
+    else:
+        then = await memory.as_of(agent_id, as_of)
+        blocks, values = [b for b, _ in then], [r.value for _, r in then]
+    return core_section(blocks, values) if blocks else None
