@@ -67,10 +67,10 @@ class TurnStreams:
                     last_seq = event.seq
                     if event.type == "turn_completed":
                         # A turn stopped by an internal error raises after its last event: POST answers 503 then.
-                        await _outcome(task)
+                        await asyncio.shield(task)
                         return
             # The turn's task has ended (or the hub dropped us for falling behind): its result holds what is left.
-            result = await _outcome(task)  # raises the refusal as a normal HTTP error
+            result = await asyncio.shield(task)  # raises the refusal as a normal HTTP error
         except asyncio.CancelledError:
             if not self.stopping():  # a client gone, say: nobody to answer
                 raise
@@ -106,10 +106,6 @@ class TurnStreams:
             await meter.spend_tokens(tokens)
         except Exception:  # the turn has run and is stored: a failed count must not turn its answer into an error
             log.warning("could not count the LLM tokens of turn %s against its quotas", turn_id, exc_info=True)
-
-
-async def _outcome(task: asyncio.Task[TurnResult]) -> TurnResult:
-    return await asyncio.shield(task)
 
 
 async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:
