@@ -12,6 +12,7 @@
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
@@ -102,27 +103,40 @@ _personal: dict[tuple[str, int], np.ndarray] = {}  # the personal cohort's mean 
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
+async def _once(
+    store: dict[tuple[str, int], np.ndarray], embedder: Embedder, compute: Callable[[], Awaitable[np.ndarray]]
+) -> np.ndarray:
+    """`compute()`'s vector, computed once per embedder model (whichever event loop asks first)."""
+    key = (embedder.model, embedder.dim)
+    if key not in store:
+        async with _locks.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
+            if key not in store:
+                store[key] = await compute()
+    return store[key]
+
+
+def _mean(vectors: list[list[float]]) -> np.ndarray:
+    return np.asarray(vectors, dtype=np.float32).mean(axis=0)
+
+
 async def centroid(embedder: Embedder) -> np.ndarray:
     """The mean embedding of the generic passages, once per embedder model."""
-    key = (embedder.model, embedder.dim)
-    if key not in _centroids:
-        async with _locks.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
-            if key not in _centroids:
-                _centroids[key] = np.asarray(await embedder.embed_passages(list(GENERIC_PASSAGES)), dtype=np.float32).mean(axis=0)
-    return _centroids[key]
+
+    async def compute() -> np.ndarray:
+        return _mean(await embedder.embed_passages(list(GENERIC_PASSAGES)))
+
+    return await _once(_centroids, embedder, compute)
 
 
 async def personal_direction(embedder: Embedder) -> np.ndarray:
     """The personal questions' mean embedding less the general ones', once per embedder model."""
-    key = (embedder.model, embedder.dim)
-    if key not in _personal:
-        async with _locks.setdefault(asyncio.get_running_loop(), asyncio.Lock()):
-            if key not in _personal:
-                personal = [await embedder.embed_query(q) for q in PERSONAL_QUESTIONS]
-                general = [await embedder.embed_query(q) for q in GENERAL_QUESTIONS]
-                mean = lambda vs: np.asarray(vs, dtype=np.float32).mean(axis=0)  # noqa: E731
-                _personal[key] = mean(personal) - mean(general)
-    return _personal[key]
+
+    async def compute() -> np.ndarray:
+        personal = [await embedder.embed_query(q) for q in PERSONAL_QUESTIONS]
+        general = [await embedder.embed_query(q) for q in GENERAL_QUESTIONS]
+        return _mean(personal) - _mean(general)
+
+    return await _once(_personal, embedder, compute)
 
 
 async def personal(embedder: Embedder, query_vector: list[float]) -> float:
