@@ -12,7 +12,7 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
 each turn folded into it), shown cut at 600 characters as `text` shows it. `ev`: evidence turns handed over / all
 (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API runs,
-designs of the selection are scored offline on the same hits (`recollection.select`, the function the service
+designs of the selection are scored offline on the same hits (`recollection_gate.select`, the function the service
 runs), each set at once: the protocol picks the design with the best worst case over the sets.
 
     python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
@@ -36,8 +36,9 @@ from sqlalchemy import text
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
-from app.memory import recollection
-from app.memory.recollection import Kind, Recollection, Recollector, select
+from app.memory import recollection_gate
+from app.memory.recollection import Recollector
+from app.memory.recollection_gate import Kind, Recollection, select
 from app.settings import Settings
 from bench import fusion_replica
 from bench.embedding_cache import CachedEmbedder
@@ -163,7 +164,7 @@ class Tally:
 
 
 def chars_of(chosen: list[Recollection]) -> int:
-    return len(recollection.render(recollection.arrange(chosen)) or "")
+    return len(recollection_gate.render(recollection_gate.arrange(chosen)) or "")
 
 
 async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -> dict[str, dict[str, Tally]]:
@@ -180,12 +181,12 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                     vector = await embedder.embed_query(q.text)
                     async with sessions() as session:
                         hits = await Recollector(session, embedder).hits(
-                            uuid.UUID(one.agent_id), q.text, vector, searched=recollection.MAX_SEARCHED, kinds=[one.kind]
+                            uuid.UUID(one.agent_id), q.text, vector, searched=recollection_gate.MAX_SEARCHED, kinds=[one.kind]
                         )
                     rrf = fusion_replica.baselines(one.index, q.text, np.asarray(vector, dtype=np.float32), BASELINE_DEPTH)
                     fused = [one.rows[i] for i in rrf["rrf k=60"]]
                     for budget in BUDGETS:
-                        searched = hits[: recollection.searched_for(budget)]
+                        searched = hits[: recollection_gate.searched_for(budget)]
                         methods = {
                             "(a) search hits in rank order": pack(searched, budget),
                             "(b) rrf k=60 in rank order": pack(fused, budget),

@@ -1,11 +1,11 @@
-"""The gate of automatic recollection (app/memory/recollection.select): what goes into the prompt, in what order,
+"""The gate of automatic recollection (app/memory/recollection_gate.select): what goes into the prompt, in what order,
 and within what size, decided on the hits' margins, lexical coverage and fused scores."""
 
 import uuid
 from datetime import UTC, datetime
 
-from app.memory import recollection
-from app.memory.recollection import Kind, Recollection, select
+from app.memory import recollection_gate
+from app.memory.recollection_gate import Kind, Recollection, select
 
 WHEN = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -56,15 +56,15 @@ def test_the_character_budget_holds_as_rendered_and_a_first_hit_too_long_is_cut_
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     # a heading of 12 characters, then items of 211: 12 + 3 x (1 + 211) = 648, a fourth makes 860
     chosen = select(hits, budget=720)
-    assert len(chosen) == 3 and len(recollection.render(chosen) or "") == 648
-    assert len(recollection.render(select(hits[:4], budget=860)) or "") == 860
+    assert len(chosen) == 3 and len(recollection_gate.render(chosen) or "") == 648
+    assert len(recollection_gate.render(select(hits[:4], budget=860)) or "") == 860
     # a fourth of another day, with its heading (873), does not fit
     other_day = hit(hits[3].content, hits[3].score, margin=0.1)
     other_day.occurred_at = datetime(2026, 5, 2, tzinfo=UTC)
     assert select([*hits[:3], other_day], budget=870) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], budget=100)
-    assert len(recollection.render([only]) or "") <= 100 and only.shown == "y" * only.cap and only.cap > 40
+    assert len(recollection_gate.render([only]) or "") <= 100 and only.shown == "y" * only.cap and only.cap > 40
     assert select([huge], budget=30) == []  # nothing useful fits
 
 
@@ -84,13 +84,13 @@ def test_what_repeats_goes_in_once_and_what_the_caller_said_not_at_all() -> None
 
 
 def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
-    rendered = recollection.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
+    rendered = recollection_gate.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"
-    assert recollection.render([]) is None
+    assert recollection_gate.render([]) is None
     later = hit("I adopted a second cat", 0.8, kind="recall")
     later.speaker = "user"
     later.occurred_at = datetime(2026, 6, 2, tzinfo=UTC)
     hits = [hit("Mochi is a tabby", 0.9, margin=0.1), later, hit("Mochi is three years old", 0.7)]
-    assert recollection.render(hits) == (
+    assert recollection_gate.render(hits) == (
         "[2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n[conversation, 2026-06-02]\n- user: I adopted a second cat"
     )

@@ -30,7 +30,8 @@ from app.mcp_server.schemas import (
     CoreMemoryBlocks,
     PassageList,
 )
-from app.memory.recollection import MAX_BUDGET_CHARS, Recollector
+from app.memory.recollection import Recollector
+from app.memory.recollection_gate import MAX_BUDGET_CHARS
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 from app.memory.schemas import (
     LABEL_PATTERN,

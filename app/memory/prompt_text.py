@@ -40,7 +40,7 @@ def core_section(blocks: Sequence[MemoryBlock], values: Sequence[str] | None = N
 
 
 def memories_section(body: str) -> str:
-    """The recollected memories' section around `body` (recollection.render)."""
+    """The recollected memories' section around `body` (recollection_gate.render)."""
     return f"{MEMORIES_HEADING}\n{MEMORIES_OPEN}\n{body}\n{MEMORIES_CLOSE}"
 
 

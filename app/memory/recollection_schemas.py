@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from app.memory.recollection import KINDS, MAX_BUDGET_CHARS, Kind, Recalled, Recollection, query_of
+from app.memory.recollection import Recalled
+from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
 from app.memory.schemas import MAX_QUERY_CHARS, Instant
 from app.request_body import RequestBody
 

@@ -1,0 +1,201 @@
+"""The gate and the budget of recollection (app/memory/recollection.py reads the hits): which hits go in, in
+what order, and how they are written.
+
+A relevance gate first asks whether memory holds anything about the message at all: some hit must be close in
+meaning or share enough of the query's words. Close: its cosine similarity stands out from the query's baseline
+(the margin over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot
+tell, since multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's
+distinct tokens found in the hit (bigrams for Japanese). When nothing is evident, nothing goes in: irrelevant
+memories mislead a model. A question about the asker's own life (cohort_baseline.personal) needs less margin: memory
+is where its answer would be.
+
+When some hit is evident, the budget is filled best first (`select`): every evident hit, and the others within
+COMPANY_RATIO of the best hit of their memory (in a conversation the answer is often a short turn that shares
+neither words nor much meaning with the question, and the fused ranking, not the gate, is what finds it); a hit too
+long for what is left gives way to shorter ones after it, and a text already chosen is not repeated (a handed-in
+turn stored twice, the message being answered). They are written under a heading per day (and memory, for earlier
+messages), one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py, chosen
+on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
+
+from app.memory import lexical
+from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, one_line
+
+Kind = Literal["archival", "recall"]
+KINDS: tuple[Kind, ...] = ("archival", "recall")
+
+MIN_MARGIN = 0.08
+# A question about the asker's own life (cohort_baseline.personal at least PERSONAL) needs less margin: memory is
+# where its answer would be, and e5 gives a paraphrase across languages little margin ("せがれが放課後に打ちこむ
+# スポーツは？", 0.070). 0.055 let in 3 of 20 off-topic messages (tests/data/off_topic_heldout.json), 0.065 one.
+PERSONAL = 0.02
+PERSONAL_MIN_MARGIN = 0.065
+MIN_COVERAGE = 0.7
+MIN_QUERY_TOKENS_FOR_COVERAGE = 2
+# Evident hits come along as far as the budget goes (a share of the best evident hit's fused score, 0.665 until
+# 2026-12-06, dropped answers that score well below an echo of the question); the others within COMPANY_RATIO of
+# the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
+EVIDENT_RATIO = 0.0
+COMPANY_RATIO = 0.5
+RECOLLECTION_CHARS = 600  # of one memory
+BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
+MAX_BUDGET_CHARS = 20_000  # what one request may ask for
+MIN_SEARCHED, MAX_SEARCHED = 30, 100  # hits searched per memory: enough to fill the budget with short ones
+CHARS_PER_SEARCHED = 50
+SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
+
+
+@dataclass
+class Recollection:
+    kind: Kind
+    id: uuid.UUID
+    content: str
+    occurred_at: datetime
+    similarity: float
+    margin: float
+    coverage: float
+    score: float
+    speaker: str | None = None  # a message's role; archival passages have none
+    cap: int = RECOLLECTION_CHARS  # of its content, as shown
+    min_margin: float = MIN_MARGIN  # what its query asks of the margin
+
+    @property
+    def evident(self) -> bool:
+        """Relevant on its own: close in meaning or sharing enough of the query's words."""
+        return self.margin >= self.min_margin or self.coverage >= MIN_COVERAGE
+
+    @property
+    def heading(self) -> str:
+        """The day, and for an earlier message its memory: archival memory is most of what is recollected, and its
+        name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/README.md)."""
+        day = f"{self.occurred_at:%Y-%m-%d}"
+        return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
+
+    @property
+    def shown(self) -> str:
+        """Its content as the section shows it (one line, cut at `cap`), before escaping."""
+        return LINE_BREAKS.sub(LINE_BREAK_MARK, self.content.strip())[: self.cap]
+
+    @property
+    def item(self) -> str:
+        said = f"{self.speaker}: " if self.speaker else ""
+        return f"- {said}{one_line(self.shown)}"
+
+
+def coverage(query_tokens: set[str], search_text: str) -> float:
+    if len(query_tokens) < MIN_QUERY_TOKENS_FOR_COVERAGE:
+        return 0.0
+    return len(query_tokens & set(search_text.split())) / len(query_tokens)
+
+
+def searched_for(budget: int) -> int:
+    """Hits searched per memory for a budget: `select` may pass over long ones for shorter ones after them."""
+    return max(MIN_SEARCHED, min(MAX_SEARCHED, budget // CHARS_PER_SEARCHED))
+
+
+def select(
+    hits: list[Recollection],
+    *,
+    budget: int = BUDGET_CHARS,
+    company: float = COMPANY_RATIO,
+    evident_ratio: float = EVIDENT_RATIO,
+    repeats: Iterable[str] = (),
+) -> list[Recollection]:
+    """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
+    `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
+    within `budget` characters as `render` writes them. A hit too long for what is left of the budget leaves its
+    place to the next that fits (the first is cut to fit); a text already chosen, or one of `repeats` (the message
+    being answered), is not repeated."""
+    if not any(h.evident for h in hits):
+        return []
+    best = _best_scores(hits)
+    # Evident hits are measured against the best evident one: a hit that outscores it without being evident (a
+    # date or speaker bonus, a strong BM25 share) must not push out what opened the gate.
+    best_evident = _best_scores([h for h in hits if h.evident])
+
+    def comes_along(h: Recollection) -> bool:
+        if h.evident:
+            return h.score >= evident_ratio * best_evident[h.kind]
+        return h.score >= company * best[h.kind]
+
+    seen = {_said(text) for text in repeats}
+    chosen: list[Recollection] = []
+    headings: set[str] = set()
+    used = -1  # the lines' newlines: one fewer than the lines
+    for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
+        if _said(hit.content) in seen:
+            continue
+        heading = 0 if hit.heading in headings else len(hit.heading) + 1
+        shown: Recollection | None = hit
+        if not chosen and used + heading + len(hit.item) + 1 > budget:
+            shown = _cut_to(hit, budget - heading - 1)
+        if shown is None or used + heading + len(shown.item) + 1 > budget:
+            continue
+        chosen.append(shown)
+        seen.add(_said(shown.content))
+        headings.add(shown.heading)
+        used += heading + len(shown.item) + 1
+    return chosen
+
+
+def _said(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
+    """The hit cut so that its line takes at most `chars` characters (escaping may lengthen it); None if no useful
+    part of it fits."""
+    cut = replace(hit, cap=min(hit.cap, chars))
+    while cut.cap > 0 and len(cut.item) > chars:
+        cut.cap -= max(1, len(cut.item) - chars)
+    return cut if cut.cap >= min(40, len(hit.shown)) else None
+
+
+def _best_scores(hits: list[Recollection]) -> dict[str, float]:
+    """The best score of each memory (kind) among `hits`."""
+    best: dict[str, float] = {}
+    for h in hits:
+        best[h.kind] = max(h.score, best.get(h.kind, h.score))
+    return best
+
+
+def arrange(chosen: list[Recollection]) -> list[Recollection]:
+    """In the order `render` writes them: best first under the heading of their day, the day of its best hit placing
+    a heading (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters
+    each, bench/README.md "Memory in the prompt")."""
+    days: dict[str, list[Recollection]] = {}
+    for r in chosen:
+        days.setdefault(r.heading, []).append(r)
+    return [r for rs in days.values() for r in rs]
+
+
+def render(chosen: list[Recollection]) -> str | None:
+    """The section's lines ("[2023-05-08]" for archival memory, "[conversation, 2023-05-08]" for earlier messages,
+    then a line per memory); None for no memories."""
+    lines: list[str] = []
+    heading = None
+    for r in arrange(chosen):
+        if r.heading != heading:
+            heading = r.heading
+            lines.append(heading)
+        lines.append(r.item)
+    return "\n".join(lines) or None
+
+
+def query_of(messages: Sequence[tuple[str, str]]) -> str:
+    """The query for a recent conversation ([(role, content)], oldest first): its last user message (or its last
+    message, if no user spoke), with the message before it when that one is short ("And when was that?" means
+    nothing alone). Blank messages are passed over; "" if all are blank."""
+    said = [(role, content.strip()) for role, content in messages if content.strip()]
+    if not said:
+        return ""
+    last = max((i for i, (role, _) in enumerate(said) if role == "user"), default=len(said) - 1)
+    query = said[last][1]
+    if last > 0 and len(lexical.query_terms(query)) < SHORT_QUERY_TERMS:
+        query = f"{said[last - 1][1]}\n{query}"
+    return query
