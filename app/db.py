@@ -113,7 +113,7 @@ def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
         max_overflow=30,
         # no pool_pre_ping: its ping on asyncpg is three round trips (`_ping` is one)
         # the most recently used connection first: at ordinary load a few backends serve every request, their caches
-        # warm (round-robin over the 20 costs a hybrid search 7.3 against 4.7 ms, bench/README.md)
+        # warm (round-robin over the 20 costs a hybrid search 7.3 against 4.7 ms, bench/ARCHIVE.md)
         pool_use_lifo=True,
         pool_recycle=1800,
         pool_timeout=10,
@@ -129,7 +129,7 @@ def _ping(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     terminated backend) costs the request nothing but a new connection. One round trip: `SELECT 1` in the simple
     query protocol (asyncpg fails on the empty response to `;`). SQLAlchemy's own pre-ping on asyncpg opens and rolls
     back a transaction around a prepared `;` (for pgbouncer's transaction mode, which has no trouble with a
-    simple-protocol statement): three, ~7 % of a short search's time on the event loop (bench/README.md). A failure
+    simple-protocol statement): three, ~7 % of a short search's time on the event loop (bench/ARCHIVE.md). A failure
     invalidates every pooled connection, as the pre-ping does: after a restart they are all dead."""
     try:
         await_(dbapi_connection.driver_connection.execute("SELECT 1"))
@@ -161,7 +161,7 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 @asynccontextmanager
 async def reading(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
     """Reads without a transaction: under READ COMMITTED each statement sees its own snapshot either way, and
-    AUTOCOMMIT spares the BEGIN and COMMIT round trips (2 of a search's 7, bench/README.md)."""
+    AUTOCOMMIT spares the BEGIN and COMMIT round trips (2 of a search's 7, bench/ARCHIVE.md)."""
     async with sessions() as session:
         await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         yield session

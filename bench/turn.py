@@ -17,7 +17,7 @@ Measured in one run:
    rest of each turn between their embeddings) — the model's share of our own time. On a machine that idles between
    turns the model's OpenMP workers fall asleep and must be woken: a short question took 16.4–16.6 ms after 0.45 s
    idle against 10.3–12.4 back to back (12.5 and 12.0 with OMP_WAIT_POLICY=active, which keeps them spinning, and a
-   core busy, for ever), bench/README.md.
+   core busy, for ever), bench/ARCHIVE.md.
 
     python -m bench.turn                    # about 3 minutes on 2 cores (most of it embedding the passages)
     python -m bench.turn --set locomo       # short messages (LoCoMo dev questions, median 52 characters, against

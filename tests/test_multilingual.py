@@ -16,7 +16,7 @@ from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
 DATA = json.loads((Path(__file__).parent / "data" / "multilingual_memory.json").read_text())
 FACTS: dict[str, str] = DATA["facts"]
 QUESTIONS: list[dict[str, str]] = DATA["questions"]
-# Top-3 hit rate each kind of question must reach (measured with multilingual-e5-small: bench/README.md).
+# Top-3 hit rate each kind of question must reach (measured with multilingual-e5-small: bench/ARCHIVE.md).
 MIN_TOP3 = {"ja": 0.9, "en-ja": 0.9, "mixed": 0.9, "ja-en": 0.5}
 
 

@@ -1,7 +1,7 @@
 """With no LLM endpoint configured and the `demo` extra installed, chat works offline: the seed's story in Japanese
 (a name, a favourite food, both asked back) runs through `POST …/chat` on the packaged model under llama.cpp, and
 every turn ends with a `send_message` reply. The tools' grammar keeps every call well-formed. (What the tiny model
-says is another matter: bench/README.md measures it, and its replies are rarely Japanese.)"""
+says is another matter: bench/ARCHIVE.md measures it, and its replies are rarely Japanese.)"""
 
 import pytest
 

@@ -117,7 +117,7 @@ def test_the_lexical_candidates_are_found_through_the_text_index_alone(
 ) -> None:
     """The full-text index finds an agent's candidates by itself (the agent is a term of its entries): asked for the
     agent's `agent_id` too, the planner intersected them with every row of the agent from the btree — 100,000 entries
-    read for a 100,000-passage agent's search (bench/README.md, item 5)."""
+    read for a 100,000-passage agent's search (bench/ARCHIVE.md, item 5)."""
     agent_id = uuid.UUID(agent["id"])
     neighbour = client.post("/v1/agents", json={"name": "neighbour"}).json()["id"]
     for owner, rows in ((agent_id, 5000), (uuid.UUID(neighbour), 20000)):  # the agent is a quarter of the table

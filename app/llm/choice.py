@@ -25,7 +25,7 @@ def choose_chat_model(settings: Settings) -> tuple[ChatModel | None, Settings]:
         return None, settings
     if model.demo:
         log.warning(
-            "LLM: %s, the DEMO model, offline through llama.cpp: too small to remember reliably (bench/README.md); "
+            "LLM: %s, the DEMO model, offline through llama.cpp: too small to remember reliably (bench/ARCHIVE.md); "
             "for real conversations set OPENAI_API_KEY, or OPENAI_BASE_URL + ENGRAM_LLM_MODEL (README: Connect an LLM)",
             model.name,
         )

@@ -50,12 +50,12 @@ class LocalModel:
     path: Path
     context_tokens: int
     chat_format: str | None = None  # None: the chat template stored in the GGUF file
-    demo: bool = False  # a packaged toy model (bench/README.md): named as a demo in the log, events and console
+    demo: bool = False  # a packaged toy model (bench/ARCHIVE.md): named as a demo in the log, events and console
 
 
 def installed_model(choice: str | None, work_dir: Path) -> LocalModel | None:
     """`choice`: a packaged model's name, a path to any GGUF file, or None for the first packaged model installed
-    (in order of preference, see bench/README.md). `work_dir`: where a model shipped in chunks is put together."""
+    (in order of preference, see bench/ARCHIVE.md). `work_dir`: where a model shipped in chunks is put together."""
     if choice and choice.endswith(".gguf"):
         path = Path(choice).expanduser()
         return LocalModel(path.stem, path, DEFAULT_CONTEXT_TOKENS) if path.is_file() else None

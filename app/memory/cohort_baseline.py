@@ -4,7 +4,7 @@
   everything; multilingual-e5 puts unrelated texts at 0.75-0.85, and that baseline moves from query to query.
   Subtracting the query's similarity to the centroid of the generic passages (cohort normalisation, as in T-norm
   score normalisation) turns a cosine into a margin over that baseline, which separates relevant from unrelated
-  memories far better than the raw cosine (bench/README.md).
+  memories far better than the raw cosine (bench/ARCHIVE.md).
 - Personal: how much more the query is like questions about the asker's own life ("When is my appointment?") than
   like questions of general knowledge ("Who invented the telephone?"), its mean cosine to each cohort (as queries).
   Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection.py).

@@ -40,7 +40,7 @@ sound?" is no question the next user line answers; without the limit LongMemEval
 Why not PostgreSQL's ts_rank: it has no inverse document frequency (LongMemEval_S recall@5: ts_rank 0.48, BM25
 over the same tokens 0.82). Why not reciprocal-rank fusion: it keeps only ranks, so a clear lexical winner and a
 lexical tie fuse alike (RRF k=60 over the same vectors and BM25: LongMemEval 0.873, LoCoMo 0.504 @5).
-The reported `similarity` is the plain cosine to the query (automatic recollection gates on it). See bench/README.md."""
+The reported `similarity` is the plain cosine to the query (automatic recollection gates on it). See bench/ARCHIVE.md."""
 
 import functools
 import time
@@ -124,7 +124,7 @@ def _centred(similarity: str, row: str, centre_share: float) -> str:
     register ("Wow, that painting is awesome!") rides on it. Centring is the classic cure for such hubs (Suzuki et
     al., "Centering similarity measures to reduce hubs", EMNLP 2013), here on the query's own neighbourhood: no
     statistic is kept on write, and an agent's other topics do not pull it (the store-wide mean was measured and is
-    worse on LoCoMo: bench/README.md)."""
+    worse on LoCoMo: bench/ARCHIVE.md)."""
     if not centre_share:
         return similarity
     # <#> is the negative inner product; coalesce: no candidates, no centring

@@ -72,7 +72,7 @@ class Recollection:
     @property
     def heading(self) -> str:
         """The day, and for an earlier message its memory: archival memory is most of what is recollected, and its
-        name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/README.md)."""
+        name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/ARCHIVE.md)."""
         day = f"{self.occurred_at:%Y-%m-%d}"
         return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
 
@@ -167,7 +167,7 @@ def _best_scores(hits: list[Recollection]) -> dict[str, float]:
 def arrange(chosen: list[Recollection]) -> list[Recollection]:
     """In the order `render` writes them: best first under the heading of their day, the day of its best hit placing
     a heading (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters
-    each, bench/README.md "Memory in the prompt")."""
+    each, bench/ARCHIVE.md "Memory in the prompt")."""
     days: dict[str, list[Recollection]] = {}
     for r in chosen:
         days.setdefault(r.heading, []).append(r)
