@@ -138,7 +138,7 @@ class Recollector:
                 found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
             return found, await core(session, agent_id, as_of) if include_core else None
 
-        if self.elsewhere is None:
+        if self.elsewhere is None or not ("recall" in kinds or include_core):  # a second connection for nothing
             passages = await archival(self.session)
             messages, section = await recall_and_core(self.session)
         else:
