@@ -12,7 +12,7 @@ from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
-from tests.chat_helpers import block_value, chat, event_types, tool_results
+from tests.chat_helpers import block_value, chat, event_types, tool_results, wait_for_message_vectors
 from tests.conftest import checked_client, run_sql
 
 
@@ -233,11 +233,7 @@ def test_messages_are_recall_memory(client: TestClient, agent: dict, llm: Script
     llm.reset(tools(call("send_message", text="Kyoto is lovely in autumn")))
     chat(client, agent, "I am planning a trip to Kyoto")
     # Their vectors are computed after the turn's transactions, off its critical path, and then stored.
-    embedded = "SELECT role FROM messages WHERE agent_id = :a AND embedding IS NOT NULL AND embedding_model IS NOT NULL"
-    deadline = time.monotonic() + 10
-    while {r for (r,) in run_sql(database_url, embedded, {"a": uuid.UUID(agent["id"])})} != {"user", "assistant"}:
-        assert time.monotonic() < deadline, "the turn's messages were not embedded"
-        time.sleep(0.05)
+    wait_for_message_vectors(database_url, agent)
     items = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [m["role"] for m in items] == ["tool", "assistant", "user"]
     assert client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "Kyoto trip"}).json()["items"] == []
@@ -252,12 +248,9 @@ def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(
 ) -> None:
     llm.reset(tools(call("send_message", text="Osaka has great food")))
     chat(client, agent, "Tell me about Osaka")
+    wait_for_message_vectors(database_url, agent)  # the turn's own, stored in the background
     agent_id = uuid.UUID(agent["id"])
     count = "SELECT count(*) FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"
-    deadline = time.monotonic() + 10
-    while run_sql(database_url, count, {"a": agent_id})[0][0]:  # the turn's own vectors, stored in the background
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
     # As if the process had stopped before storing them, a while ago.
     lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
     run_sql(database_url, lose, {"a": agent_id})

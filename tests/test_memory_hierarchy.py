@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from app.chat.context import SUMMARY_MAX_CHARS, fallback_summary
 from app.memory.models import Message
 from testkit.scripted_llm import ScriptedLLM, call, text, tools
-from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
+from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results, wait_for_message_vectors
 
 FILLER = "We talked about the weather, the trains and the price of coffee in the city centre once more. " * 6
 
@@ -37,7 +37,7 @@ def assert_calls_and_results_stay_together(messages: list[dict[str, Any]]) -> No
 
 
 def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_searchable(
-    small_context: TestClient, llm: ScriptedLLM
+    small_context: TestClient, llm: ScriptedLLM, database_url: str
 ) -> None:
     client = small_context
     agent = client.post("/v1/agents", json={"name": "diarist"}).json()
@@ -61,6 +61,8 @@ def test_overflowing_conversation_is_summarised_and_evicted_messages_stay_search
             assert_calls_and_results_stay_together(request["messages"][1:])
             assert request["messages"][1]["role"] == "user"
 
+    # The eleven turns' vectors queue behind one another: as a later session would, search once they are stored.
+    wait_for_message_vectors(database_url, agent)
     searched: list[bool] = []
 
     def search_then_answer(request: dict[str, Any]) -> dict[str, Any]:
