@@ -21,6 +21,7 @@ from app.api import (
     memory,
     memory_passes,
     openai_compat,
+    operations,
     portability,
     recollection,
     tenants,
@@ -42,7 +43,7 @@ from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
 from app.memory import agent_indexes
 from app.memory.imports import ImportWorker
-from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE, metrics_endpoint
+from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
 from app.runtime import Runtime, runtime
@@ -105,6 +106,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
         await imports.stop()  # the slice in flight is stored again when the job resumes (here or on another replica)
         await turn_tasks.shutdown(max(drain.remaining() - LIFESPAN_RESERVE_SECONDS, 0.0))
         await passes.shutdown()
+        await app.state.runtime.quotas.tally.flush_at_exit()
         sweeper.cancel()
         indexer.cancel()  # a build cut short leaves an invalid index, built again by the next round
         await asyncio.wait({sweeper, indexer}, timeout=LIFESPAN_RESERVE_SECONDS)
@@ -131,11 +133,11 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         bulk=(archival_import.PATH, app.state.settings.max_import_bytes),
     )
     app.add_middleware(QuotaHeadersMiddleware)
-    app.add_route("/metrics", metrics_endpoint, include_in_schema=False)
     app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     # archival_import before memory: `…/archival/import` is not a passage id
-    for api in (agents, archival_import, memory, recollection, memory_passes, chat, openai_compat, tenants, portability, console):
+    routers = (agents, archival_import, memory, recollection, memory_passes, chat, openai_compat, tenants, portability, console)
+    for api in (*routers, operations):
         app.include_router(api.router)
     app.include_router(letta_api.router)  # Letta's API under /letta, for the official letta-client SDKs
 

@@ -4,9 +4,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from starlette.requests import Request
-from starlette.responses import Response
+from prometheus_client import Counter, Gauge, Histogram
 
 TURNS = Counter("engram_turns_total", "Finished turns by stop reason", ["stop_reason"])
 MEMORY_PASSES = Counter("engram_memory_passes_total", "Finished memory passes by stop reason", ["stop_reason"])
@@ -31,10 +29,6 @@ QUOTA_REFUSALS = Counter("engram_quota_refusals_total", "Requests and turns refu
 ASYNCIO_TASKS = Gauge("engram_asyncio_tasks", "asyncio tasks alive in the service's event loop")
 DB_CONNECTIONS_IN_USE = Gauge("engram_db_connections_in_use", "database connections checked out of the pool")
 HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
-
-
-async def metrics_endpoint(_: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 @contextmanager

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = 120.0
     llm_max_retries: int = 2
     llm_temperature: float | None = None
+    # Stream the LLM's answer while a watcher asks for the reply as it is written (message_delta events: SSE and
+    # WebSocket watchers, `stream: true` of the OpenAI-compatible API, Letta's `stream_tokens`). false: every answer
+    # is asked for whole, for an endpoint whose streaming misbehaves; watchers then get each reply whole.
+    llm_stream: bool = True
     # With no endpoint configured: the demo model of the `demo` extra, when installed (false: chat answers 503).
     local_llm: bool = True
     # Which offline model: a packaged one's name (gemma-3-270m-q4_k_m, smollm2-135m-instruct-q4_1), or a path to
@@ -71,7 +75,7 @@ class Settings(BaseSettings):
     turn_timeout_seconds: float = Field(default=300.0, gt=0, description="LLM time budget of one turn, retries included")
 
     max_steps: int = Field(default=10, ge=1, le=100)
-    # Context window management (tokens are counted offline, see app/chat/tokens.py).
+    # Context window management (tokens are counted offline, see app/llm/tokens.py).
     context_window_tokens: int = Field(default=32_000, ge=1_000, le=2_000_000)
     model_context_windows: dict[str, int] = Field(default_factory=dict, description='JSON, e.g. {"gpt-4o-mini": 128000}')
     context_warn_fraction: float = Field(default=0.7, gt=0, lt=1)

@@ -8,12 +8,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 Reply = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -48,6 +48,16 @@ def held(reply: dict[str, Any], gate: threading.Event, timeout: float = 30.0) ->
     return {**reply, "__gate__": (gate, timeout)}
 
 
+def cut(reply: dict[str, Any], after_chunks: int) -> dict[str, Any]:
+    """The same answer, but a stream of it breaks off after `after_chunks` chunks (the connection drops)."""
+    return {**reply, "__cut__": after_chunks}
+
+
+def paused(reply: dict[str, Any], after_chunks: int, gate: threading.Event, timeout: float = 30.0) -> dict[str, Any]:
+    """The same answer, but a stream of it stops after `after_chunks` chunks until the test sets `gate`."""
+    return {**reply, "__pause__": (after_chunks, gate, timeout)}
+
+
 def last_tool_result(request: dict[str, Any]) -> str:
     return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "tool")
 
@@ -57,6 +67,7 @@ class ScriptedLLM:
         self.script: deque[Reply] = deque()
         self.fallback: Reply | None = None  # answers when the script is empty
         self.requests: list[dict[str, Any]] = []
+        self.stream_times: list[list[float]] = []  # per streamed answer: when each chunk was sent (time.monotonic())
         self.embedding_requests: list[dict[str, Any]] = []
         self.embedding_delay = 0.0  # seconds each /v1/embeddings request takes (a slow embedding service)
         self.embedding_refusals: dict[str, int] = {}  # a marker -> the status of any request with an input holding it
@@ -99,7 +110,7 @@ class ScriptedLLM:
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
-        async def completions(request: Request) -> JSONResponse:
+        async def completions(request: Request) -> Response:
             body = await request.json()
             with self._lock:
                 self.requests.append(body)
@@ -116,6 +127,11 @@ class ScriptedLLM:
                 message = {k: v for k, v in message.items() if k != "__delay__"}
             if "__status__" in message:
                 return JSONResponse({"error": message["error"]}, status_code=message["__status__"])
+            if body.get("stream"):
+                sent: list[float] = []
+                with self._lock:
+                    self.stream_times.append(sent)
+                return StreamingResponse(_streamed(body, message, sent), media_type="text/event-stream")
             return JSONResponse(
                 {
                     "id": f"chatcmpl-{uuid.uuid4().hex[:8]}",
@@ -154,6 +170,54 @@ class ScriptedLLM:
             )
 
         return app
+
+
+# A streamed answer comes in pieces of this many characters, as a model writes tokens; a long text in at most
+# STREAM_MAX_PIECES (a test's 28,000-character message need not take 5,600 chunks).
+STREAM_PIECE_CHARS = 5
+STREAM_MAX_PIECES = 64
+STREAM_PAUSE_SECONDS = 0.001  # between pieces: a model writes them apart in time, and watchers see them apart
+
+
+async def _streamed(body: dict[str, Any], message: dict[str, Any], sent: list[float]) -> AsyncIterator[str]:
+    """The answer as OpenAI streams it: `chat.completion.chunk` events (text and each call's arguments in pieces),
+    the usage when asked for, `[DONE]`; a `cut` answer breaks off mid-stream. `sent`: when each delta's chunk went
+    out (bench/first_delta.py)."""
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex[:8]}", "object": "chat.completion.chunk", "created": int(time.time())}
+    head["model"] = body.get("model", "scripted")
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else []
+        return f"data: {json.dumps(head | {'choices': choices} | extra, ensure_ascii=False)}\n\n"
+
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"content": piece} for piece in _pieces(message.get("content") or "")]
+    for position, call in enumerate(message.get("tool_calls") or []):
+        function = {"name": call["function"]["name"], "arguments": ""}
+        deltas.append({"tool_calls": [{"index": position, "id": call["id"], "type": "function", "function": function}]})
+        deltas += [
+            {"tool_calls": [{"index": position, "function": {"arguments": p}}]} for p in _pieces(call["function"]["arguments"])
+        ]
+    pause_at, gate, timeout = message.get("__pause__", (None, None, 0))
+    for index, delta in enumerate(deltas):
+        if index == message.get("__cut__"):
+            raise ConnectionAbortedError("scripted: the stream breaks off")  # uvicorn drops the connection
+        if index == pause_at:
+            await asyncio.to_thread(gate.wait, timeout)
+        sent.append(time.monotonic())
+        yield chunk(delta)
+        await asyncio.sleep(STREAM_PAUSE_SECONDS)
+    yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield chunk(
+            None, usage={"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": 10, "total_tokens": 0}
+        )
+    yield "data: [DONE]\n\n"
+
+
+def _pieces(text: str) -> list[str]:
+    size = max(STREAM_PIECE_CHARS, -(-len(text) // STREAM_MAX_PIECES))
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 EMBEDDING_DIM = 8

@@ -176,6 +176,7 @@ def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None
     bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
     with checked_client(create_app(bare, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "mute"}).json()
+        assert client.get("/v1/service").json()["llm"] is None  # a client can say so before the first message
         response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": "hello?"})
         assert response.status_code == 503
         assert "OPENAI_API_KEY" in response.json()["detail"] and "OPENAI_BASE_URL" in response.json()["detail"]
@@ -209,6 +210,7 @@ def _sse_frames(client: TestClient, agent: dict, message: str, **headers: str) -
     with client.stream(
         "POST",
         f"/v1/agents/{agent['id']}/chat",
+        params={"deltas": False},  # the stored events alone (tests/test_reply_streaming.py streams the reply)
         json={"message": message},
         headers={"Accept": "text/event-stream", **headers},
     ) as response:

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from app.api.console import FILES
 from app.llm.embeddings import Embedder
 from app.settings import Settings
-from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.scripted_llm import ScriptedLLM, call, paused, tools
 from tests.conftest import ADMIN_KEY, admin, scripted_settings
 from tests.served import Served
 
@@ -362,6 +362,44 @@ def test_chat_pane_shows_each_step_live_and_the_memory_it_edits(
         expect(context.locator(".budget h3")).to_contain_text(re.compile(r"Tokens: \d+ of \d+"))
         expect(context.locator(".prompt").first).to_contain_text("好きな食べ物: 寿司")
         expect(context.locator(".message.role-assistant").first).to_be_visible()
+        api.delete(f"/v1/agents/{agent['id']}")
+
+
+def test_chat_pane_shows_the_reply_grow_as_the_llm_writes_it(
+    service: Served, page: Page, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
+    rest = threading.Event()
+    request.addfinalizer(rest.set)
+    reply = "少しずつ書いています。Written a piece at a time."
+    llm.reset(paused(tools(call("send_message", text=reply)), after_chunks=6, gate=rest))  # the stream halts midway
+    with service.api() as api:
+        agent = new_agent(api, "ストリーム")
+        open_agent(page, service.url, agent)
+        chat = page.get_by_role("complementary", name="Chat")
+        expect(chat).to_have_attribute("data-connected", "true")
+        page.get_by_label("Message to the agent").fill("書いて")
+        page.get_by_label("Message to the agent").press("Enter")
+        growing = chat.locator(".turn .bubble.agent.growing")
+        expect(growing).to_have_text(re.compile("^少しずつ"))
+        partial = growing.inner_text()
+        assert reply.startswith(partial) and len(partial) < len(reply)
+        rest.set()
+        expect(chat.locator(".turn .bubble.agent")).to_have_text(reply)
+        expect(chat.locator(".turn .bubble.agent.growing")).to_have_count(0)
+        expect(chat.locator(".turn-foot")).to_contain_text("end_turn")
+        api.delete(f"/v1/agents/{agent['id']}")
+
+
+def test_chat_pane_says_before_the_first_message_that_no_llm_will_answer(
+    database_url: str, embedder: Embedder, page: Page
+) -> None:
+    bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None, local_llm=False)
+    with Served(bare, embedder) as mute, mute.api() as api:
+        agent = new_agent(api, "無口")
+        open_agent(page, mute.url, agent)
+        chat = page.get_by_role("complementary", name="Chat")
+        expect(chat.locator(".service-note")).to_contain_text("No LLM is configured")
+        expect(chat.locator(".turn")).to_have_count(0)
         api.delete(f"/v1/agents/{agent['id']}")
 
 

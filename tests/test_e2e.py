@@ -12,14 +12,17 @@ from tests.conftest import create_database
 
 
 def chat_watched(base: str, agent_id: str, message: str) -> tuple[dict, list[dict]]:
-    """POST a chat while a WebSocket watches; returns the response and what the socket saw."""
+    """POST a chat while a WebSocket watches; returns the response and what the socket saw (the reply's deltas
+    among it, checked here: they make up the reply, and the rest is what the response holds)."""
     with connect(base.replace("http", "ws") + f"/v1/agents/{agent_id}/ws") as ws:
         response = httpx.post(f"{base}/v1/agents/{agent_id}/chat", json={"message": message}, timeout=60)
         assert response.status_code == 200, response.text
         seen: list[dict] = []
         while not seen or seen[-1]["type"] != "turn_completed":
             seen.append(json.loads(ws.recv(timeout=10)))
-    return response.json(), seen
+    turn = response.json()
+    assert "".join(e["text"] for e in seen if e["type"] == "message_delta") == turn["reply"]
+    return turn, [e for e in seen if e["type"] != "message_delta"]
 
 
 def test_story_against_the_running_service(postgres_server: object, llm: ScriptedLLM) -> None:

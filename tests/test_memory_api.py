@@ -30,9 +30,21 @@ def test_stale_if_match_is_412_and_changes_nothing(client: TestClient, agent: di
     assert client.put(block_path(agent, "human"), json={"value": "x"}, headers={"If-Match": "abc"}).status_code == 422
 
 
+CREATE = {"If-None-Match": "*"}
+
+
 def test_put_creates_block_and_enforces_limit(client: TestClient, agent: dict) -> None:
-    created = client.put(block_path(agent, "project"), json={"value": "Engram", "limit": 10, "description": "current work"})
+    # A mistyped label is no new block: only If-None-Match: * creates one.
+    typo = client.put(block_path(agent, "humna"), json={"value": "Name: Ken"})
+    assert typo.status_code == 404 and "its blocks: human, persona" in typo.json()["detail"]
+    assert "If-None-Match: *" in typo.json()["detail"]
+    assert [b["label"] for b in client.get(f"/v1/agents/{agent['id']}/memory").json()["blocks"]] == ["human", "persona"]
+    body = {"value": "Engram", "limit": 10, "description": "current work"}
+    created = client.put(block_path(agent, "project"), json=body, headers=CREATE)
     assert created.status_code == 201
+    again = client.put(block_path(agent, "project"), json={"value": "overwritten?"}, headers=CREATE)
+    assert again.status_code == 412 and "exists already" in again.json()["detail"]
+    assert client.put(block_path(agent, "other"), json={"value": "x"}, headers={"If-None-Match": '"3"'}).status_code == 422
     assert created.json() == {**created.json(), "label": "project", "limit": 10, "version": 1}
     over = client.put(block_path(agent, "project"), json={"value": "x" * 11})
     assert over.status_code == 422
@@ -40,7 +52,7 @@ def test_put_creates_block_and_enforces_limit(client: TestClient, agent: dict) -
     assert "core_memory_update" not in over.json()["detail"]  # an API caller has no agent tools
     raised = client.put(block_path(agent, "project"), json={"value": "x" * 11, "limit": 20})
     assert raised.status_code == 200 and raised.json()["limit"] == 20
-    assert client.put(block_path(agent, "Bad-Label"), json={"value": "x"}).status_code == 422
+    assert client.put(block_path(agent, "Bad-Label"), json={"value": "x"}, headers=CREATE).status_code == 422
     assert client.put(block_path(agent, "project"), json={"value": "x", "limit": 0}).status_code == 422
 
 
@@ -158,8 +170,8 @@ def test_an_old_version_can_be_restored(client: TestClient, agent: dict) -> None
 
 def test_an_agent_has_a_bounded_number_of_blocks(client: TestClient, agent: dict) -> None:
     for i in range(30):  # 2 default blocks + 30 = the maximum of 32
-        assert client.put(block_path(agent, f"extra_{i}"), json={"value": "x"}).status_code == 201
-    refused = client.put(block_path(agent, "one_too_many"), json={"value": "x"})
+        assert client.put(block_path(agent, f"extra_{i}"), json={"value": "x"}, headers=CREATE).status_code == 201
+    refused = client.put(block_path(agent, "one_too_many"), json={"value": "x"}, headers=CREATE)
     assert refused.status_code == 422 and "at most 32" in refused.json()["detail"]
 
 

@@ -6,9 +6,13 @@ import re
 
 from fastapi.testclient import TestClient
 
+from app import __version__
+from app.llm.embeddings import Embedder
 from app.observability import JsonFormatter, request_id_var
+from app.runtime import runtime
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.chat_helpers import chat
+from tests.conftest import admin, tenant_with_key
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -81,3 +85,23 @@ def test_api_docs_work_offline(client: TestClient) -> None:
         assert assets and not [a for a in assets if "://" in a], assets  # nothing from another host
         for asset in assets:
             assert client.get(asset).status_code == 200, asset
+
+
+def test_metrics_need_the_admin_key_once_keys_are_configured(keyed: TestClient) -> None:
+    # They span every tenant: a tenant's key, or none, reads nothing (loopback without keys: `client` above).
+    _, key = tenant_with_key(keyed, "metrics reader")
+    assert keyed.get("/metrics").status_code == 401
+    refused = keyed.get("/metrics", headers={"Authorization": f"Bearer {key}"})
+    assert refused.status_code == 403 and "admin key" in refused.json()["detail"]
+    scraped = keyed.get("/metrics", headers=admin())
+    assert scraped.status_code == 200 and "engram_turns_total" in scraped.text
+
+
+def test_service_says_which_models_serve_it(client: TestClient, embedder: Embedder) -> None:
+    info = client.get("/v1/service").json()
+    assert info == {
+        "version": __version__,
+        "llm": {"model": runtime(client.app).settings.default_llm_model, "demo": False},  # type: ignore[arg-type]
+        "embedding_model": embedder.model,
+        "embedding_dim": embedder.dim,
+    }

@@ -44,6 +44,7 @@ def test_japanese_story_runs_offline(database_url: str, embedder: Embedder, tmp_
     with checked_client(create_app(settings, embedder=embedder)) as client:
         # A newcomer is told, in the log and in every turn, that the packaged model is a demo.
         assert any("DEMO model" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+        assert client.get("/v1/service").json()["llm"] == {"model": demo.name, "demo": True}  # and before a turn
         agent = client.post("/v1/agents", json={"name": "オフライン"}).json()
         turns = []
         for message in STORY:

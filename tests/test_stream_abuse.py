@@ -233,14 +233,22 @@ def test_two_hundred_idle_sockets_hold_no_database_connection_and_all_see_a_turn
         assert held_connections <= connections
         return seen
 
-    async def watched_turn(ws: Any) -> list[str]:
-        types: list[str] = []
-        while not types or types[-1] != "turn_completed":
-            types.append(json.loads(await asyncio.wait_for(ws.recv(), 10))["type"])
-        return types
+    async def watched_turn(ws: Any) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        while not events or events[-1]["type"] != "turn_completed":
+            events.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+        return events
 
     seen = asyncio.run(crowd())
-    assert all(types == ["turn_started", "tool_call", "tool_result", "message", "turn_completed"] for types in seen)
+    for events in seen:  # each socket saw the reply grow, then the turn's stored events
+        assert [e["type"] for e in events if e["type"] != "message_delta"] == [
+            "turn_started",
+            "tool_call",
+            "tool_result",
+            "message",
+            "turn_completed",
+        ]
+        assert "".join(e["text"] for e in events if e["type"] == "message_delta") == "hello, all of you"
 
 
 def open_never_reading_socket(service: Served, agent: dict[str, Any]) -> socket.socket:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.chat.tokens import estimate_tokens
+from app.llm.tokens import estimate_tokens
 
 
 @pytest.mark.parametrize(

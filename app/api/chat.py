@@ -9,6 +9,7 @@ from fastapi import (
     APIRouter,
     Depends,
     Header,
+    Query,
     Request,
     WebSocket,
     WebSocketDisconnect,
@@ -56,6 +57,13 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["chat"], responses=ERRO
 WS_AUTH_TIMEOUT_SECONDS = 10
 
 IdempotencyKey = Annotated[str | None, Header(max_length=200, description="same key → same turn, never run twice")]
+Deltas = Annotated[
+    bool,
+    Query(
+        description="stream the reply as the LLM writes it: `message_delta` events before each `message` "
+        "(live only: replay has the final `message`); false: the stored events alone"
+    ),
+]
 
 
 async def get_turn_streams(request: Request) -> TurnStreams:
@@ -91,15 +99,17 @@ async def chat(
     streams: StreamsDep,
     meter: MeterDep,
     idempotency_key: IdempotencyKey = None,
+    deltas: Deltas = True,
 ) -> Any:
-    """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events."""
-    events = streams.follow(agent_id, body.message, idempotency_key, meter)
+    """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events,
+    the reply's `message_delta` events among them unless `deltas=false`."""
     if "text/event-stream" in request.headers.get("accept", ""):
+        events = streams.follow(agent_id, body.message, idempotency_key, meter, deltas=deltas)
         first = await anext(events)  # a refused turn raises here, as a normal HTTP error
         return StreamingResponse(
             _sse_stream(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
-    collected = [event async for event in events]
+    collected = [event async for event in streams.follow(agent_id, body.message, idempotency_key, meter)]
     turn_id = collected[0].turn_id  # turn_started, or the first event of a replayed turn
     assert turn_id is not None
     response = unless_llm_failed(ChatResponse.of(turn_id, collected))
@@ -137,7 +147,7 @@ async def get_context(agent: AgentDep, session: SessionDep, settings: SettingsDe
 
 
 @router.websocket("/ws")
-async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
+async def watch(websocket: WebSocket, agent_id: uuid.UUID, deltas: Deltas = True) -> None:
     """Live events of every turn of this agent; send {"type": "chat", "message": ...} to start a turn."""
     await websocket.accept()
     try:
@@ -158,7 +168,7 @@ async def watch(websocket: WebSocket, agent_id: uuid.UUID) -> None:
         return
     streams, settings = state.turn_streams, state.settings
     meter = quota_meter(state, principal)  # a refused turn comes back as an error event (_report_refusal)
-    async with streams.watch(agent_id) as outbox:
+    async with streams.watch(agent_id, deltas=deltas) as outbox:
         # One writer: turn events and this socket's own errors all go out through the agent's queue, in order.
         # The socket lives as long as both halves do: a client gone, a bad frame or a stuck reader ends it.
         async with asyncio.TaskGroup() as group:

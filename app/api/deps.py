@@ -75,16 +75,16 @@ async def tenant_principal(request: Request, principal: Annotated[Principal, Dep
     return principal
 
 
-def quota_meter(state: Runtime, principal: Principal) -> Meter | None:
-    """The caller's quotas (None: none applies, e.g. while they are off)."""
+def quota_meter(state: Runtime, principal: Principal) -> Meter:
+    """The caller's use, counted, and its quotas."""
     return state.quotas.meter(principal.tenant_id, principal.key_id, principal.key_limits)
 
 
 async def count_request(request: Request, principal: Principal) -> None:
     """Count the request against the caller's quotas (429 once one is used up); its response tells the standing."""
-    if (meter := quota_meter(runtime(request.app), principal)) is not None:
-        setattr(request.state, METER_STATE_KEY, meter)  # read by QuotaHeadersMiddleware, and by request_meter
-        await meter.count_request()
+    meter = quota_meter(runtime(request.app), principal)
+    setattr(request.state, METER_STATE_KEY, meter)  # read by QuotaHeadersMiddleware, and by request_meter
+    await meter.count_request()
 
 
 async def admin_principal(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
-from app.errors import ERROR_RESPONSES, ErrorBody, PayloadTooLarge, Unprocessable
+from app.errors import ERROR_RESPONSES, ErrorBody, NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BATCH_ITEMS,
@@ -64,8 +64,9 @@ async def get_core_memory(agent: AgentDep, core: CoreMemoryDep, as_of: AsOf = No
 @router.put(
     "/memory/{label}",
     responses={
-        201: {"model": BlockRead, "description": "Block created"},
-        412: {"model": ErrorBody, "description": "If-Match names a stale version"},
+        201: {"model": BlockRead, "description": "Block created (`If-None-Match: *`)"},
+        404: {"model": ErrorBody, "description": "No block with this label (the detail lists the agent's blocks)"},
+        412: {"model": ErrorBody, "description": "If-Match names a stale version, or `If-None-Match: *` a block that exists"},
     },
 )
 async def put_core_memory_block(
@@ -75,9 +76,23 @@ async def put_core_memory_block(
     core: CoreMemoryDep,
     response: Response,
     if_match: Annotated[str | None, Header(description="the version you read; 412 when the block moved on")] = None,
+    if_none_match: Annotated[
+        str | None, Header(description="`*`: create the block (412 if it exists); without it, the block must exist")
+    ] = None,
 ) -> BlockRead:
-    """Replace a block's value, or restore an earlier version (and optionally set limit, description, read-only);
-    creates the block if absent."""
+    """Replace a block's value, or restore an earlier version (and optionally set limit, description, read-only).
+    A new block is created only with `If-None-Match: *`, so that a mistyped label is a 404, not a new block."""
+    labels = [b.label for b in await core.blocks_of(agent.id)]
+    if if_none_match is not None:
+        if if_none_match.strip() != "*":
+            raise Unprocessable("If-None-Match takes `*` alone: create the block, only if it does not exist")
+        if label in labels:
+            raise PreconditionFailed(f"block '{label}' exists already: If-None-Match: * only creates (use If-Match to edit)")
+    elif label not in labels:
+        raise NotFound(
+            f"the agent has no core memory block '{label}'; its blocks: {', '.join(labels)} "
+            "(to create one, send If-None-Match: *)"
+        )
     value = body.value if body.restore_version is None else await core.revision_value(agent.id, label, body.restore_version)
     assert value is not None
     block, created = await core.write(

@@ -4,7 +4,8 @@ Engram's `/v1` and naming an agent (id or name) as its `model`.
 The request's last message, a user message, becomes the turn's message; the earlier ones are the client's own view
 of the conversation and are not stored again (the agent remembers the conversation itself). The agent's own system
 prompt, memory and model apply: sampling parameters (`temperature`, `max_tokens`, …) are accepted and ignored.
-The reply is what the agent said with `send_message`; `stream: true` streams it as `chat.completion.chunk` events.
+The reply is what the agent said with `send_message`; `stream: true` streams it as `chat.completion.chunk` events
+while the LLM writes it.
 Errors on these routes come in OpenAI's shape (app/errors.py), so the SDKs raise their usual exceptions."""
 
 import json
@@ -21,7 +22,7 @@ from app.agents.models import Agent
 from app.agents.service import find_agent_by_reference, tenant_agents
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, SessionDep, TenantDep
-from app.chat.events import ErrorEvent, Event, MessageEvent, StopReason, TurnCompleted
+from app.chat.events import ErrorEvent, Event, MessageDelta, MessageEvent, ReplyPieces, StopReason, TurnCompleted
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.delivery.stream import chained
 from app.errors import Unprocessable, openai_error
@@ -146,7 +147,7 @@ async def chat_completions(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Any:
     """One turn of the agent named by `model`, answered as an OpenAI chat completion."""
-    events = streams.follow(agent_id, body.turn_message(), idempotency_key, meter)
+    events = streams.follow(agent_id, body.turn_message(), idempotency_key, meter, deltas=body.stream)
     first = await anext(events)  # a refused turn (busy agent, no LLM) raises here, as an HTTP error
     assert first.turn_id is not None
     completion_id, created = f"chatcmpl-{first.turn_id.hex}", int(time.time())
@@ -186,8 +187,9 @@ def _usage(prompt: int, completion: int) -> CompletionUsage:
 async def _chunks(
     completion_id: str, created: int, model: str, first: Event, rest: AsyncIterator[Event], include_usage: bool
 ) -> AsyncIterator[str]:
-    """The turn as `chat.completion.chunk` events: the role, each `send_message` text as it is sent, the finish
-    reason, the usage when asked for, `[DONE]`. A failure mid-stream is an OpenAI error object, as OpenAI sends."""
+    """The turn as `chat.completion.chunk` events: the role, a chunk for each piece of the reply as the LLM writes
+    it (messages apart by a blank line), the finish reason, the usage when asked for, `[DONE]`. A failure mid-stream
+    is an OpenAI error object, as OpenAI sends."""
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
         choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else []
@@ -195,13 +197,15 @@ async def _chunks(
         return f"data: {_json(payload | {'choices': choices} | extra)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    said = 0
+    reply, said = ReplyPieces(), 0
 
     try:
         async for event in chained(first, rest):
-            if isinstance(event, MessageEvent):
-                yield chunk({"content": ("\n\n" if said else "") + event.text})
-                said += 1
+            if isinstance(event, MessageDelta | MessageEvent):
+                begins, text = reply.piece(event)
+                if text:
+                    yield chunk({"content": ("\n\n" if begins and said else "") + text})
+                said += begins
             elif isinstance(event, ErrorEvent) and event.code == "llm_error":
                 yield f"data: {_json(openai_error(502, event.code, event.detail))}\n\n"
             elif isinstance(event, TurnCompleted):

@@ -13,8 +13,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.agents.models import Agent
 from app.chat import prompt
 from app.chat.context_messages import KeptContexts
-from app.chat.tokens import estimate_tokens, json_tokens
 from app.chat.tools import CHAT_TOOLS
+from app.llm.tokens import estimate_tokens, json_tokens
 from app.memory.models import Message
 from app.memory.service import CoreMemory
 from app.settings import Settings

@@ -17,7 +17,7 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat import prompt
-from app.chat.tokens import message_tokens
+from app.llm.tokens import message_tokens
 from app.memory.models import Message
 from app.memory.service import MessageLog
 

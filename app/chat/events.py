@@ -59,6 +59,17 @@ class ToolResultEvent(_Event):
     result: str
 
 
+class MessageDelta(_Event):
+    """The next piece of a `send_message` text while the LLM writes it. Live only: watchers that ask for deltas get
+    them from the replica that runs the turn; the turn's store and replay keep the final `message`. Deltas are
+    provisional: a call that fails (a broken stream, an invalid call) sends no `message` after them."""
+
+    type: Literal["message_delta"] = "message_delta"
+    step: int
+    call_id: str  # the send_message call it belongs to: a step may send more than one message
+    text: str
+
+
 class MessageEvent(_Event):
     type: Literal["message"] = "message"
     step: int
@@ -83,7 +94,30 @@ class ErrorEvent(BaseModel):
 
 
 Event = Annotated[
-    TurnStarted | Reasoning | ToolCallEvent | ToolResultEvent | MessageEvent | TurnCompleted | ErrorEvent,
+    TurnStarted | Reasoning | ToolCallEvent | ToolResultEvent | MessageDelta | MessageEvent | TurnCompleted | ErrorEvent,
     Field(discriminator="type"),
 ]
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+class ReplyPieces:
+    """A reply as a client shows it growing, from a turn's events: each delta as it comes, then of each `message`
+    only what its deltas did not show already (all of it when none came: an answer that was not streamed)."""
+
+    def __init__(self) -> None:
+        self._streamed: dict[str, str] = {}  # call_id -> text shown so far
+        self._waiting: dict[int, list[str]] = {}  # step -> its calls with deltas, in the order they began
+
+    def piece(self, event: MessageDelta | MessageEvent) -> tuple[bool, str]:
+        """(whether this piece begins a message, its text)."""
+        if isinstance(event, MessageDelta):
+            begins = event.call_id not in self._streamed
+            if begins:
+                self._waiting.setdefault(event.step, []).append(event.call_id)
+            self._streamed[event.call_id] = self._streamed.get(event.call_id, "") + event.text
+            return begins, event.text
+        waiting = self._waiting.get(event.step)
+        if not waiting:
+            return True, event.text
+        shown = self._streamed.pop(waiting.pop(0))
+        return False, event.text[len(shown) :] if event.text.startswith(shown) else ""

@@ -28,12 +28,12 @@ from app.chat.events import ErrorEvent, Reasoning, StopReason, TurnStarted
 from app.chat.locks import AgentLocks, pass_lock_key
 from app.chat.models import Turn
 from app.chat.repository import TurnRepository
-from app.chat.tokens import estimate_tokens
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.db import transaction
 from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
-from app.llm.chat import ToolCall
+from app.llm.tokens import estimate_tokens
+from app.llm.types import ToolCall
 from app.memory.models import MemoryBlock, Message
 from app.memory.prompt_text import core_section
 from app.memory.service import CoreMemory, MessageLog

@@ -36,12 +36,13 @@ from app.chat.events import (
 from app.chat.locks import AgentLocks
 from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
+from app.chat.reply_deltas import ReplyDeltas
 from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.db import reading, transaction
 from app.errors import LLMError, ServiceUnavailable, Unprocessable
-from app.llm.chat import ToolCall
 from app.llm.embeddings import EmbeddingError
+from app.llm.types import ToolCall
 from app.memory import lexical
 from app.memory.models import Message
 from app.memory.recollection import Recollector
@@ -202,7 +203,11 @@ class TurnRunner:
             try:
                 with turn_phase("llm"):
                     completion = await self.llm.complete(
-                        llm_messages, tools.CHAT_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
+                        llm_messages,
+                        tools.CHAT_TOOLS.schemas,
+                        agent.model,
+                        budget_seconds=state.budget_left(),
+                        on_progress=ReplyDeltas(state, step) if self.outlet.wants_deltas(state.agent_id) else None,
                     )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))
@@ -319,7 +324,7 @@ class TurnRunner:
                         name=call.name,
                     )
                 )
-                if call.name == "send_message" and outcome.ok:
+                if call.name == tools.REPLY_TOOL and outcome.ok:
                     text = str(outcome.arguments["text"])
                     state.sent.append(text)
                     state.emit(MessageEvent, step=step, text=text)

@@ -198,11 +198,12 @@ class Tool:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
 
 
+REPLY_TOOL = "send_message"  # the one way the user hears the agent
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in [
         Tool(
-            "send_message",
+            REPLY_TOOL,
             "Send a message to the user. The only way the user sees anything you say; ends your turn.",
             SendMessage,
             send_message,

@@ -18,9 +18,10 @@ from app.chat.events import Event, StopReason, ToolCallEvent, ToolResultEvent, T
 from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.errors import LLMError
-from app.llm.chat import ChatModel, Completion, ToolCall, decode_arguments
+from app.llm.chat import ChatModel, decode_arguments
 from app.llm.embeddings import Embedder
 from app.llm.parsing import parse_text_tool_calls
+from app.llm.types import Completion, ToolCall
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -32,6 +33,12 @@ class EventOutlet(Protocol):
     async def stored(self, session: AsyncSession, turn_id: uuid.UUID, agent_id: uuid.UUID, events: Sequence[Event]) -> None: ...
 
     def committed(self, events: Sequence[Event]) -> None: ...
+
+    def live(self, event: Event) -> None:
+        """An event that is never stored (a reply's delta), handed on at once."""
+
+    def wants_deltas(self, agent_id: uuid.UUID) -> bool:
+        """Whether a watcher of the agent wants the reply's deltas (else the LLM's answer is asked for whole)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,9 @@ class TurnState:
     usage: Usage = field(default_factory=Usage)
     deadline: float = 0.0  # time.monotonic() by which the turn's LLM calls must be done
     steps: int = 0
+    # The next event's seq. Live events (deltas) take theirs too: a watcher sees seq rise with every event, and
+    # replay, which has only the stored ones, keeps their order.
+    next_seq: int = 0
     concluded: bool = field(default=False, init=False)  # the closing event and the outcome are stored
     _closing: Event | None = field(default=None, init=False, repr=False)  # the closing event, until its transaction commits
 
@@ -78,9 +88,18 @@ class TurnState:
 
     def emit(self, event_type: type[Any], /, **fields: Any) -> Event:
         """Record an event; it is stored and goes live with the next committing() transaction."""
-        event = event_type(agent_id=self.agent_id, turn_id=self.turn_id, seq=len(self.events), **fields)
+        event = self._stamped(event_type, fields)
         self.events.append(event)
         self.unsaved.append(event)
+        return event
+
+    def emit_live(self, event_type: type[Any], /, **fields: Any) -> None:
+        """Hand an event to the watchers now, without storing it (a reply's delta: replay has the whole message)."""
+        self.outlet.live(self._stamped(event_type, fields))
+
+    def _stamped(self, event_type: type[Any], fields: dict[str, Any]) -> Event:
+        event: Event = event_type(agent_id=self.agent_id, turn_id=self.turn_id, seq=self.next_seq, **fields)
+        self.next_seq += 1
         return event
 
     @asynccontextmanager
@@ -99,6 +118,7 @@ class TurnState:
         except BaseException:
             if self._closing is not None:  # the outcome was not stored: the turn is not over, its close is undone
                 self.events.remove(self._closing)
+                self.next_seq = self._closing.seq
                 if self._closing in self.unsaved:
                     self.unsaved.remove(self._closing)
                 self._closing = None

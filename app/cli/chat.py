@@ -1,5 +1,6 @@
 """`engram chat AGENT`: a terminal chat that shows each inner step of a turn as it streams (server-sent events of
-`POST …/chat`): the agent's reasoning, each tool call with its arguments, each result, then the reply."""
+`POST …/chat`): the agent's reasoning, each tool call with its arguments, each result, then the reply, growing as
+the LLM writes it."""
 
 import argparse
 import json
@@ -9,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from app.chat.events import MessageDelta, MessageEvent, ReplyPieces, event_adapter
 from app.cli import client
 
 RESULT_CHARS = 600  # a tool result longer than this is shown cut, with how much was left out
@@ -54,8 +56,9 @@ def turn(api: client.Api, agent: dict[str, Any], message: str, console: Console)
     path = f"/v1/agents/{agent['id']}/chat"
     headers = {"Accept": "text/event-stream"}
     with api.stream("POST", path, json={"message": message}, headers=headers, timeout=None) as response:
+        view = TurnView(agent["name"], console)
         for event in events(response.iter_lines()):
-            show(event, agent["name"], console)
+            view.show(event)
 
 
 def events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
@@ -65,7 +68,45 @@ def events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
             yield json.loads(line[5:].strip())
 
 
-def show(event: dict[str, Any], name: str, console: Console) -> None:
+class TurnView:
+    """A turn's events on the terminal. The reply is written as it grows, on the agent's line; the `send_message`
+    call and result of a reply that streamed, which would only repeat it, are left out."""
+
+    def __init__(self, name: str, console: Console):
+        self.name = name
+        self.console = console
+        self.reply = ReplyPieces()
+        self.streamed: set[str] = set()  # send_message calls whose text was shown as it grew
+        self.open_line = False  # the reply is being written on the current line
+
+    def show(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind in ("message_delta", "message"):
+            piece = event_adapter.validate_python(event)
+            assert isinstance(piece, MessageDelta | MessageEvent)
+            begins, text = self.reply.piece(piece)
+            if isinstance(piece, MessageDelta):
+                self.streamed.add(piece.call_id)
+            if begins:
+                self._end_line()
+                self.console.print(Text(f"{self.name}> ", "bold magenta"), end="")
+            self.console.print(Text(text), end="")
+            self.open_line = True
+            if kind == "message":
+                self._end_line()
+            return
+        self._end_line()
+        if kind in ("tool_call", "tool_result") and event["call_id"] in self.streamed:
+            return
+        show(event, self.console)
+
+    def _end_line(self) -> None:
+        if self.open_line:
+            self.console.print()
+            self.open_line = False
+
+
+def show(event: dict[str, Any], console: Console) -> None:
     kind = event.get("type")
     if kind == "reasoning":
         console.print(Text("  thinking ", "dim") + Text(event["text"], "dim italic"))
@@ -83,8 +124,6 @@ def show(event: dict[str, Any], name: str, console: Console) -> None:
             Text("  ← ", style) + Text(event["name"], f"bold {style}") + Text(" ok" if event["ok"] else " error", style)
         )
         console.print(Text(_indent(_cut(event["result"]), 6), "dim"))
-    elif kind == "message":
-        console.print(Text(f"{name}> ", "bold magenta") + Text(event["text"]))
     elif kind == "turn_completed":
         usage = event.get("usage") or {}
         console.print(

@@ -1,23 +1,40 @@
-"""In-process fan-out of turn events to the WebSockets watching an agent."""
+"""In-process fan-out of turn events to the WebSockets watching an agent. A watcher says whether it wants the
+reply's `message_delta` events; the others never see them."""
 
 import asyncio
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from app.chat.events import Event
+from app.chat.events import Event, MessageDelta
 
 MAX_BACKLOG = 1000
 
 
+class WatcherQueue(asyncio.Queue[Event | None]):
+    """A watcher's events. A delta that finds the previous one of the same message still waiting joins it: a reader
+    slower than the model gets the reply in longer pieces rather than falling behind (or being let go) over them."""
+
+    def _put(self, item: Event | None) -> None:
+        waiting: deque[Event | None] = self._queue  # type: ignore[attr-defined]  # asyncio.Queue's own store
+        last = waiting[-1] if waiting else None
+        if isinstance(item, MessageDelta) and isinstance(last, MessageDelta) and last.call_id == item.call_id:
+            waiting[-1] = last.model_copy(update={"text": last.text + item.text, "seq": item.seq})
+        else:
+            waiting.append(item)
+
+
 class EventHub:
     def __init__(self) -> None:
-        self._subscribers: dict[uuid.UUID, set[asyncio.Queue[Event | None]]] = defaultdict(set)
+        # each watcher's queue, and whether it wants deltas
+        self._subscribers: dict[uuid.UUID, dict[asyncio.Queue[Event | None], bool]] = defaultdict(dict)
 
     def publish(self, event: Event) -> None:
-        for queue in list(self._subscribers.get(event.agent_id, ())):
-            self.offer(queue, event)
+        delta = isinstance(event, MessageDelta)
+        for queue, deltas in list(self._subscribers.get(event.agent_id, {}).items()):
+            if deltas or not delta:
+                self.offer(queue, event)
 
     def offer(self, queue: asyncio.Queue[Event | None], event: Event) -> None:
         """Queue an event for one watcher. A watcher this far behind is dropped rather than buffering without bound;
@@ -26,19 +43,22 @@ class EventHub:
         if backlog < MAX_BACKLOG:
             queue.put_nowait(event)
         elif backlog == MAX_BACKLOG:
-            self._subscribers.get(event.agent_id, set()).discard(queue)
+            self._subscribers.get(event.agent_id, {}).pop(queue, None)
             queue.put_nowait(None)
 
     def watching(self, agent_id: uuid.UUID) -> bool:
         return bool(self._subscribers.get(agent_id))
 
+    def wants_deltas(self, agent_id: uuid.UUID) -> bool:
+        return any(self._subscribers.get(agent_id, {}).values())
+
     @asynccontextmanager
-    async def subscribe(self, agent_id: uuid.UUID) -> AsyncIterator[asyncio.Queue[Event | None]]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._subscribers[agent_id].add(queue)
+    async def subscribe(self, agent_id: uuid.UUID, *, deltas: bool = False) -> AsyncIterator[asyncio.Queue[Event | None]]:
+        queue: asyncio.Queue[Event | None] = WatcherQueue()
+        self._subscribers[agent_id][queue] = deltas
         try:
             yield queue
         finally:
-            self._subscribers[agent_id].discard(queue)
+            self._subscribers[agent_id].pop(queue, None)
             if not self._subscribers[agent_id]:
                 self._subscribers.pop(agent_id, None)

@@ -49,6 +49,13 @@ class Broadcast:
         for event in events:
             self.hub.publish(event)
 
+    def live(self, event: Event) -> None:
+        """An event that is never stored (a reply's delta): to this process's watchers only, at once."""
+        self.hub.publish(event)
+
+    def wants_deltas(self, agent_id: uuid.UUID) -> bool:
+        return self.hub.wants_deltas(agent_id)
+
 
 class EventRelay:
     def __init__(self, engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], hub: EventHub, origin: uuid.UUID):

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
-from app.chat.events import Event
+from app.chat.events import Event, MessageDelta
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
 from app.chat.service import tokens_used
@@ -38,9 +38,10 @@ class TurnStreams:
         self.hub = hub
         self.stopping = stopping  # the service is shutting down (app/draining.py)
 
-    def watch(self, agent_id: uuid.UUID) -> AbstractAsyncContextManager[asyncio.Queue[Event | None]]:
-        """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind)."""
-        return self.hub.subscribe(agent_id)
+    def watch(self, agent_id: uuid.UUID, *, deltas: bool = False) -> AbstractAsyncContextManager[asyncio.Queue[Event | None]]:
+        """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind); with
+        `deltas`, also the replies' `message_delta` events of the turns this replica runs."""
+        return self.hub.subscribe(agent_id, deltas=deltas)
 
     def start(
         self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, meter: Meter | None = None
@@ -49,22 +50,30 @@ class TurnStreams:
         return self.tasks.spawn(self._run(agent_id, message, idempotency_key, uuid.uuid4(), meter))
 
     async def follow(
-        self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, meter: Meter | None = None
+        self,
+        agent_id: uuid.UUID,
+        message: str,
+        idempotency_key: str | None,
+        meter: Meter | None = None,
+        *,
+        deltas: bool = False,
     ) -> AsyncIterator[Event]:
-        """Start a turn and yield its events in order, through `turn_completed`. A refused turn (unknown agent,
-        another turn running, no LLM) raises before the first event; an idempotent replay yields the stored events
-        of the earlier turn (without `turn_completed` when that turn is still running)."""
+        """Start a turn and yield its events in order, through `turn_completed` (with `deltas`, the reply's
+        `message_delta` events among them). A refused turn (unknown agent, another turn running, no LLM) raises
+        before the first event; an idempotent replay yields the stored events of the earlier turn (without
+        `turn_completed` when that turn is still running)."""
         turn_id = uuid.uuid4()
-        last_seq = -1
+        last_seq = -1  # of the last stored event yielded
         try:
-            async with self.hub.subscribe(agent_id) as queue:
+            async with self.hub.subscribe(agent_id, deltas=deltas) as queue:
                 # Subscribed before the turn starts, so no event can be published before we listen.
                 task = self.tasks.spawn(self._run(agent_id, message, idempotency_key, turn_id, meter))
                 while (event := await _next_event(queue, task)) is not None:
                     if event.turn_id != turn_id:
                         continue  # another turn of this agent, e.g. one still finishing when ours queued on the lock
                     yield event
-                    last_seq = event.seq
+                    if not isinstance(event, MessageDelta):
+                        last_seq = event.seq
                     if event.type == "turn_completed":
                         # A turn stopped by an internal error raises after its last event: POST answers 503 then.
                         await asyncio.shield(task)

@@ -131,14 +131,16 @@ class LettaMessageCreate(LettaRequest):
 
 
 class LettaMessageRequest(LettaRequest):
-    """A turn's input: Letta's `messages` (user messages) or its newer `input`. `max_steps`, `stream_tokens`,
-    `include_pings`, `background`, `override_model` and Letta's other options are accepted and ignored."""
+    """A turn's input: Letta's `messages` (user messages) or its newer `input`. `stream_tokens` streams the reply as
+    the LLM writes it; `max_steps`, `include_pings`, `background`, `override_model` and Letta's other options are
+    accepted and ignored."""
 
     messages: list[LettaMessageCreate] | None = Field(default=None, max_length=50)
     input: str | list[LettaContentPart] | None = None
     use_assistant_message: bool = True
     include_return_message_types: list[MessageType] | None = None
     streaming: bool = False
+    stream_tokens: bool = False
 
     def turn_message(self) -> str:
         """The user's text, every message of it joined: Engram's turn takes one message."""

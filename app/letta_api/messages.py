@@ -56,15 +56,18 @@ async def create_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, s
 @router.post("/messages/stream", responses=TURN_RESPONSES)
 async def stream_message(agent_id: LettaAgentIdDep, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep) -> Any:
     """Run a turn and stream its steps as server-sent events while it runs: each step's messages as they happen
-    (whole steps: `stream_tokens` is accepted and ignored), then the stop reason and the usage."""
+    (with `stream_tokens`, the reply in pieces as the LLM writes it), then the stop reason and the usage."""
     return await _turn(agent_id, body, streams, meter, stream=True)
 
 
 async def _turn(agent_id: uuid.UUID, body: LettaMessageRequest, streams: StreamsDep, meter: MeterDep, *, stream: bool) -> Any:
-    events = streams.follow(agent_id, body.turn_message(), None, meter)
+    tokens = stream and body.stream_tokens
+    events = streams.follow(agent_id, body.turn_message(), None, meter, deltas=tokens)
     first = await anext(events)  # a refused turn (busy agent, no LLM, a quota) raises here, as an HTTP error
     assert first.turn_id is not None
-    messages = TurnMessages(use_assistant_message=body.use_assistant_message, include=body.include_return_message_types)
+    messages = TurnMessages(
+        use_assistant_message=body.use_assistant_message, include=body.include_return_message_types, tokens=tokens
+    )
     if stream:
         return StreamingResponse(
             _sse(first, events, messages), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}

@@ -8,7 +8,18 @@ import uuid
 from collections.abc import Collection
 from typing import Any, Literal
 
-from app.chat.events import Event, MessageEvent, Reasoning, StopReason, ToolCallEvent, ToolResultEvent, Usage
+from app.chat.events import (
+    Event,
+    MessageDelta,
+    MessageEvent,
+    Reasoning,
+    ReplyPieces,
+    StopReason,
+    ToolCallEvent,
+    ToolResultEvent,
+    Usage,
+)
+from app.chat.tools import REPLY_TOOL
 from app.letta_api.common import letta_id
 from app.letta_api.letta_messages import (
     LettaAssistantMessage,
@@ -25,7 +36,6 @@ from app.letta_api.letta_messages import (
 from app.memory.models import Message
 from app.models_base import utcnow
 
-SEND_MESSAGE = "send_message"
 STEP_NAMESPACE = uuid.UUID("0b7c55e2-91a4-4d4e-8f3b-2a6f0d9c1e47")  # a turn's steps' stable Letta ids
 STOP_REASONS: dict[StopReason, StopReasonType] = {
     "end_turn": "end_turn",
@@ -46,9 +56,12 @@ class TurnMessages:
     """Letta's messages of one turn, from its events in order. A step's reasoning, tool calls and reply share the
     step's id (one message in Letta's terms); each tool return has its own."""
 
-    def __init__(self, *, use_assistant_message: bool = True, include: Collection[str] | None = None):
+    def __init__(self, *, use_assistant_message: bool = True, include: Collection[str] | None = None, tokens: bool = False):
+        """`tokens`: the reply as it is written (Letta's `stream_tokens`): an assistant_message for each piece, all
+        of a message's pieces under its id, as Letta streams them."""
         self.use_assistant_message = use_assistant_message
         self.include = set(include) if include is not None else None
+        self.reply = ReplyPieces() if tokens else None
 
     def of(self, event: Event) -> list[LettaMessage]:
         return [m for m in self._translated(event) if self.include is None or m.message_type in self.include]
@@ -57,10 +70,10 @@ class TurnMessages:
         hide_send = self.use_assistant_message
         if isinstance(event, Reasoning):
             return [LettaReasoningMessage(reasoning=event.text, **self._step(event.turn_id, event.step))]
-        if isinstance(event, ToolCallEvent) and not (hide_send and event.name == SEND_MESSAGE):
+        if isinstance(event, ToolCallEvent) and not (hide_send and event.name == REPLY_TOOL):
             call = LettaToolCall(name=event.name, arguments=_arguments(event.arguments), tool_call_id=event.call_id)
             return [LettaToolCallMessage(tool_call=call, tool_calls=[call], **self._step(event.turn_id, event.step))]
-        if isinstance(event, ToolResultEvent) and not (hide_send and event.name == SEND_MESSAGE):
+        if isinstance(event, ToolResultEvent) and not (hide_send and event.name == REPLY_TOOL):
             return [
                 LettaToolReturnMessage(
                     tool_return=event.result,
@@ -70,6 +83,9 @@ class TurnMessages:
                     **self._step(event.turn_id, event.step, event.call_id),
                 )
             ]
+        if isinstance(event, MessageDelta | MessageEvent) and hide_send and self.reply is not None:
+            _, text = self.reply.piece(event)
+            return [LettaAssistantMessage(content=text, **self._step(event.turn_id, event.step))] if text else []
         if isinstance(event, MessageEvent) and hide_send:
             return [LettaAssistantMessage(content=event.text, **self._step(event.turn_id, event.step))]
         return []
@@ -108,7 +124,7 @@ def stored_messages(message: Message, *, use_assistant_message: bool = True) -> 
     if message.role == "system":
         return [LettaSystemMessage(content=message.content, **common)]
     if message.role == "tool":
-        if use_assistant_message and message.name == SEND_MESSAGE:
+        if use_assistant_message and message.name == REPLY_TOOL:
             return []
         status: Literal["success", "error"] = "error" if message.content.startswith("Error") else "success"
         return [
@@ -125,7 +141,7 @@ def stored_messages(message: Message, *, use_assistant_message: bool = True) -> 
     parts: list[LettaMessage] = [LettaReasoningMessage(reasoning=message.content, **common)] if message.content else []
     for call in message.tool_calls or []:
         name, arguments = str(call.get("name", "")), str(call.get("arguments", ""))
-        if use_assistant_message and name == SEND_MESSAGE:
+        if use_assistant_message and name == REPLY_TOOL:
             parts.append(LettaAssistantMessage(content=_sent_text(arguments), **common))
         else:
             tool_call = LettaToolCall(name=name, arguments=arguments, tool_call_id=str(call.get("id", "")))

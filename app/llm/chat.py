@@ -3,37 +3,24 @@
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
 from openai import (
     APIStatusError,
     APITimeoutError,
     AsyncOpenAI,
+    AsyncStream,
     OpenAIError,
     RateLimitError,
 )
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from app.errors import LLMError
+from app.llm.streamed import CallProgress, StreamedCompletion
+from app.llm.types import Completion, ToolCall
 from app.metrics import LLM_ERRORS, LLM_SECONDS
 from app.settings import Settings
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text, as the model wrote it
-
-
-@dataclass
-class Completion:
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    reasoning: str = ""  # reasoning_content of thinking models (vLLM, llama.cpp, DeepSeek…)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class ChatModel(Protocol):
@@ -50,7 +37,11 @@ class ChatModel(Protocol):
         model: str | None,
         *,
         budget_seconds: float | None = None,
-    ) -> Completion: ...
+        on_progress: CallProgress | None = None,
+    ) -> Completion:
+        """`on_progress`: told of each tool call as its arguments grow, while the model writes them (a model that
+        answers only whole may never call it)."""
+        ...
 
 
 class ChatLLM:
@@ -59,6 +50,7 @@ class ChatLLM:
     def __init__(self, settings: Settings):
         self.default_model = settings.default_llm_model
         self.temperature = settings.llm_temperature
+        self.stream = settings.llm_stream
         self._client = AsyncOpenAI(
             base_url=settings.llm_base_url,
             # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
@@ -74,9 +66,11 @@ class ChatLLM:
         model: str | None,
         *,
         budget_seconds: float | None = None,
+        on_progress: CallProgress | None = None,
     ) -> Completion:
-        """One chat completion. The SDK retries timeouts, 429 and 5xx with exponential backoff and jitter
-        (ENGRAM_LLM_MAX_RETRIES); budget_seconds bounds the call, retries included."""
+        """One chat completion, streamed when `on_progress` is given (and ENGRAM_LLM_STREAM allows). The SDK
+        retries timeouts, 429 and 5xx with exponential backoff and jitter (ENGRAM_LLM_MAX_RETRIES) before an answer
+        starts; a stream that breaks off fails the call. budget_seconds bounds the call, retries included."""
         kwargs: dict[str, Any] = {"model": model or self.default_model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
@@ -86,18 +80,25 @@ class ChatLLM:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(budget_seconds):
-                # Not chat.completions.create(): it walks the request through the SDK's TypedDict transform, ~160 ms
-                # of event-loop time for a 900-message context (measured); Engram's request is plain JSON already.
-                response = await self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
+                if on_progress is not None and self.stream:
+                    completion = await self._streamed(kwargs, StreamedCompletion(on_progress))
+                else:
+                    completion = await self._whole(kwargs)
         except (APITimeoutError, TimeoutError) as exc:
             raise _failed("timeout", f"the LLM did not answer in time ({type(exc).__name__})", started) from exc
         except RateLimitError as exc:
             raise _failed("rate_limited", f"the LLM endpoint kept rate-limiting: {exc}", started) from exc
         except APIStatusError as exc:
             raise _failed(f"http_{exc.status_code}", f"the LLM endpoint failed: {exc}", started) from exc
-        except OpenAIError as exc:
+        except (OpenAIError, httpx.HTTPError) as exc:  # httpx's: a stream cut off mid-answer
             raise _failed("connection", f"the LLM call failed: {exc}", started) from exc
         LLM_SECONDS.labels("ok").observe(time.perf_counter() - started)
+        return completion
+
+    async def _whole(self, kwargs: dict[str, Any]) -> Completion:
+        # Not chat.completions.create(): it walks the request through the SDK's TypedDict transform, ~160 ms of
+        # event-loop time for a 900-message context (measured); Engram's request is plain JSON already.
+        response = await self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
         if not response.choices:
             raise LLMError("the LLM answered with no choices")
         message = response.choices[0].message
@@ -115,6 +116,16 @@ class ChatLLM:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )
+
+    async def _streamed(self, kwargs: dict[str, Any], answer: StreamedCompletion) -> Completion:
+        body = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        chunks = await self._client.post(
+            "/chat/completions", body=body, cast_to=ChatCompletion, stream=True, stream_cls=AsyncStream[ChatCompletionChunk]
+        )
+        async with chunks:
+            async for chunk in chunks:
+                answer.add(chunk)
+        return answer.completion(kwargs["messages"], kwargs.get("tools", []))
 
 
 def _failed(kind: str, detail: str, started: float) -> LLMError:

@@ -29,6 +29,7 @@ from app.metrics import QUOTA_REFUSALS
 from app.models_base import utcnow
 from app.quotas.repository import CounterRepository
 from app.quotas.schemas import TenantUsageRead, UsageRead
+from app.quotas.tally import UsageTally
 from app.settings import Settings
 
 Metric = Literal["requests", "turns", "llm_tokens"]
@@ -107,29 +108,47 @@ class Standing:
 
 
 class Meter:
-    """The quotas of one caller, counted for one request (or one WebSocket's turns); `headers()` tells the standing."""
+    """The quotas of one caller, counted for one request (or one WebSocket's turns); `headers()` tells the standing.
+    A subject's use of a metric it has no limit on goes to the tally (no database write on the request's path)."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], subjects: Sequence[Subject]):
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], subjects: Sequence[Subject], tally: UsageTally):
         self._sessions = sessions
         self._subjects = subjects
+        self._tally = tally
         self.standings: dict[Metric, Standing] = {}
 
     async def count_request(self) -> None:
-        async with transaction(self._sessions) as session:
-            await self._take(CounterRepository(session), "requests", 1)
+        if self._limited("requests"):
+            async with transaction(self._sessions) as session:
+                await self._take(CounterRepository(session), "requests", 1)
+        self._count_unlimited("requests", 1)
 
     async def admit_turn(self) -> None:
         """Count a turn about to start; refused while the turns of this minute or the LLM tokens of today are spent."""
-        async with transaction(self._sessions) as session:
-            counters = CounterRepository(session)
-            await self._check_tokens(counters)
-            await self._take(counters, "turns", 1)
+        if self._limited("turns") or self._limited("llm_tokens"):
+            async with transaction(self._sessions) as session:
+                counters = CounterRepository(session)
+                await self._check_tokens(counters)
+                await self._take(counters, "turns", 1)
+        self._count_unlimited("turns", 1)
 
     async def spend_tokens(self, tokens: int) -> None:
         """Add what an ended turn used (never refused: the turn has run)."""
-        if tokens > 0:
+        if tokens <= 0:
+            return
+        if self._limited("llm_tokens"):
             async with transaction(self._sessions) as session:
                 await self._take(CounterRepository(session), "llm_tokens", tokens, enforce=False)
+        self._count_unlimited("llm_tokens", tokens)
+
+    def _limited(self, metric: Metric) -> bool:
+        return any(subject.limits.of(metric) is not None for subject in self._subjects)
+
+    def _count_unlimited(self, metric: Metric, amount: int) -> None:
+        start, _ = window_of(metric, utcnow())
+        for subject in self._subjects:
+            if subject.counts(metric) and subject.limits.of(metric) is None:
+                self._tally.add((subject.scope, subject.id, metric, start), amount)
 
     def headers(self) -> dict[str, str]:
         now = utcnow()
@@ -148,12 +167,10 @@ class Meter:
         standings = []
         try:
             for subject in self._subjects:
-                if not subject.counts(metric):
-                    continue
                 limit = subject.limits.of(metric)
-                used = await counters.take(subject.scope, subject.id, metric, start, amount, limit if enforce else None)
-                if limit is None:
+                if limit is None:  # the tally's (_count_unlimited)
                     continue
+                used = await counters.take(subject.scope, subject.id, metric, start, amount, limit if enforce else None)
                 standings.append(Standing(limit, max(0, limit - (used if used is not None else limit)), end))
                 if used is None:
                     raise subject.refusal(metric, limit, end, now)
@@ -181,20 +198,24 @@ class Meter:
 
 
 class Quotas:
-    """The quota settings of this service; hands out a Meter per caller (None when no limit applies to it)."""
+    """The quota settings of this service; hands out a Meter per caller, which counts its tenant's use always and
+    enforces the limits that apply to it."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], tenant_limits: Limits):
         self._sessions = sessions
         self.tenant_limits = tenant_limits
+        self.tally = UsageTally(sessions)
 
-    def meter(self, tenant_id: uuid.UUID, key_id: uuid.UUID | None, key_limits: Limits) -> Meter | None:
-        subjects = [Subject("tenant", tenant_id, self.tenant_limits)] if self.tenant_limits else []
+    def meter(self, tenant_id: uuid.UUID, key_id: uuid.UUID | None, key_limits: Limits) -> Meter:
+        subjects = [Subject("tenant", tenant_id, self.tenant_limits)]
         if key_id is not None and key_limits:
             subjects.append(Subject("key", key_id, key_limits))
-        return Meter(self._sessions, subjects) if subjects else None
+        return Meter(self._sessions, subjects, self.tally)
 
     async def tenant_usage(self, session: AsyncSession, tenants: Sequence[tuple[uuid.UUID, str]]) -> list[TenantUsageRead]:
-        """Each tenant's requests and turns of the current minute and LLM tokens of the current UTC day."""
+        """Each tenant's requests and turns of the current minute and LLM tokens of the current UTC day (this
+        process's counts exact, other replicas' up to a second behind)."""
+        await self.tally.flush()
         now = utcnow()
         windows = {metric: window_of(metric, now) for metric in METRICS}
         used = await CounterRepository(session).tenants_in({metric: start for metric, (start, _) in windows.items()})

@@ -2,7 +2,7 @@
 // turn of this agent arrives here, whoever started it; each inner step (reasoning, a tool call with its result)
 // is a collapsible entry under the turn it belongs to.
 
-import { apiKey, socketUrl } from "./api.js";
+import { apiKey, call, socketUrl } from "./api.js";
 import { h, fill, say, shortId } from "./dom.js";
 
 const RETRY_MS = [500, 1000, 2000, 5000];
@@ -85,6 +85,8 @@ export function chatPane(agent, { onTurnCompleted }) {
         steps,
         foot,
         calls: new Map(),
+        replies: [], // bubbles of replies still being written: [{step, bubble}], in the order they began
+        growing: new Map(), // call_id -> its bubble, while the reply streams
       };
       turns.set(event.turn_id, turn);
       log.append(turn.el);
@@ -140,12 +142,35 @@ export function chatPane(agent, { onTurnCompleted }) {
         } else into.append(step("tool", `Result · ${event.name}`, result, true));
         break;
       }
-      case "message":
-        into.append(h("div", { class: "bubble agent" }, event.text));
+      case "message_delta": {
+        // The reply as the LLM writes it; its `message` event then settles the bubble.
+        let bubble = turn?.growing.get(event.call_id);
+        if (!bubble) {
+          bubble = h("div", { class: "bubble agent growing" });
+          turn?.growing.set(event.call_id, bubble);
+          turn?.replies.push({ step: event.step, bubble });
+          into.append(bubble);
+        }
+        bubble.append(event.text);
         break;
+      }
+      case "message": {
+        const at = turn ? turn.replies.findIndex((r) => r.step === event.step) : -1;
+        if (at >= 0) {
+          const [{ bubble }] = turn.replies.splice(at, 1);
+          fill(bubble, event.text);
+          bubble.classList.remove("growing");
+        } else into.append(h("div", { class: "bubble agent" }, event.text));
+        break;
+      }
       case "turn_completed": {
         const usage = event.usage ?? {};
         turn?.el.classList.replace("running", "done");
+        // A reply that began but was never sent (the stream broke off, the call was invalid): not what the user got.
+        for (const { bubble } of turn?.replies.splice(0) ?? []) {
+          bubble.classList.replace("growing", "unsent");
+          bubble.title = "never sent: the LLM's answer broke off";
+        }
         if (turn)
           fill(
             turn.foot,
@@ -166,6 +191,18 @@ export function chatPane(agent, { onTurnCompleted }) {
   function step(kind, title, body, open) {
     return h("details", { class: `step ${kind}`, open }, h("summary", {}, title), body);
   }
+
+  // Before the first message: say whether a model will answer, and whether it is the demo model.
+  call("GET", ["service"])
+    .then(({ llm }) => {
+      const notice = !llm
+        ? "No LLM is configured: chat answers 503, memory works. Connect one: see the README, \"Connect an LLM\"."
+        : llm.demo
+          ? `Demo model (${llm.model}): too small to remember reliably. Connect a real LLM: see the README, "Connect an LLM".`
+          : null;
+      if (notice) log.prepend(h("div", { class: `step ${llm ? "demo" : "error"} service-note`, role: "note" }, notice));
+    })
+    .catch(() => {}); // the socket says what is wrong with the connection
 
   connect();
   return {

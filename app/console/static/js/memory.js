@@ -58,7 +58,10 @@ export function coreMemoryView(agent) {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       try {
-        await call("PUT", ["agents", agent.id, "memory", label.value], { body: { value: "", limit: Number(limit.value) } });
+        await call("PUT", ["agents", agent.id, "memory", label.value], {
+          body: { value: "", limit: Number(limit.value) },
+          headers: { "If-None-Match": "*" }, // create: never overwrite a block of that label
+        });
         label.value = "";
         await refresh();
         say(note, "");
