@@ -75,7 +75,10 @@ def direct(llm: ScriptedLLM) -> float:
     arguments, seen = "", None
     tool = {"type": "function", "function": {"name": "send_message", "parameters": {"type": "object"}}}
     stream = client.chat.completions.create(
-        model="scripted", messages=[{"role": "user", "content": "覚えてる？"}], tools=[tool], stream=True  # type: ignore[list-item]
+        model="scripted",
+        messages=[{"role": "user", "content": "覚えてる？"}],
+        tools=[tool],
+        stream=True,  # type: ignore[list-item]
     )
     for chunk in stream:
         for piece in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
