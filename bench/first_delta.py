@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletionToolParam
 from pydantic_core import from_json
 from websockets.sync.client import connect
 
@@ -39,13 +40,12 @@ def sse(base: str, agent: str) -> float:
     with httpx.stream(
         "POST", f"{base}/v1/agents/{agent}/chat", json={"message": "覚えてる？"}, headers={"Accept": "text/event-stream"}
     ) as response:
-        for line in response.iter_lines():
-            if line.startswith("data: ") and json.loads(line[6:])["type"] == "message_delta":
+        seen = None
+        for line in response.iter_lines():  # the whole turn: the next one must not find this one running
+            if seen is None and line.startswith("data: ") and json.loads(line[6:])["type"] == "message_delta":
                 seen = time.monotonic()
-                for _ in response.iter_lines():  # the rest of the turn
-                    pass
-                return seen
-    raise RuntimeError("no message_delta")
+    assert seen is not None
+    return seen
 
 
 def socket(base: str, agent: str) -> float:
@@ -73,17 +73,17 @@ def direct(llm: ScriptedLLM) -> float:
     """The peer: the LLM's own stream read with the openai SDK, the text taken out of the partial arguments."""
     client = openai.OpenAI(base_url=llm.url, api_key="unused", max_retries=0)
     arguments, seen = "", None
-    tool = {"type": "function", "function": {"name": "send_message", "parameters": {"type": "object"}}}
+    tool: ChatCompletionToolParam = {"type": "function", "function": {"name": "send_message", "parameters": {"type": "object"}}}
     stream = client.chat.completions.create(
         model="scripted",
         messages=[{"role": "user", "content": "覚えてる？"}],
         tools=[tool],
-        stream=True,  # type: ignore[list-item]
+        stream=True,
     )
     for chunk in stream:
         for piece in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
             arguments += (piece.function and piece.function.arguments) or ""
-            if seen is None and from_json(arguments, allow_partial="trailing-strings").get("text"):
+            if seen is None and arguments and from_json(arguments, allow_partial="trailing-strings").get("text"):
                 seen = time.monotonic()
     assert seen is not None
     return seen
