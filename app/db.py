@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, exc
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.util import await_
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import DatabaseUnreachable
+from app.errors import Conflict, DatabaseUnreachable, EngramError, Unprocessable
 
 log = logging.getLogger("engram.db")
 
@@ -53,8 +54,7 @@ class EmbeddedPostgres:
 
 def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
     """Start (or reuse) a private PostgreSQL with pgvector under data_dir, recovering from an unclean exit."""
-    import pgserver
-    from pgserver.postgres_server import PostgresServer
+    from pgserver.postgres_server import PostgresServer, get_server
     from pgserver.utils import PostmasterInfo
 
     pgdata = (data_dir / "pgdata").resolve()
@@ -70,7 +70,7 @@ def start_embedded_postgres(data_dir: Path) -> EmbeddedPostgres:
         )
     elif postmaster is not None and not postmaster.is_running():
         log.warning("embedded PostgreSQL: the previous server died without a clean shutdown; it recovers from its WAL")
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server = get_server(pgdata, cleanup_mode="stop")
     log.info("embedded PostgreSQL running from %s", pgdata)
     return EmbeddedPostgres(asyncpg_url(server.get_uri()), server)
 
@@ -194,3 +194,41 @@ def run_migrations(url: str, embedding_dim: int, revision: str = "head") -> None
 
 async def migrate(url: str, embedding_dim: int) -> None:
     await asyncio.to_thread(run_migrations, url, embedding_dim)
+
+
+# SQLSTATE class 08 (connection exception), and a server shutting down or starting up.
+_UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_unreachable(exc: DBAPIError) -> bool:
+    state = str(getattr(exc.orig, "sqlstate", "") or "")
+    return (
+        exc.connection_invalidated
+        or isinstance(exc, (OperationalError, InterfaceError))
+        or any(state.startswith(prefix) for prefix in _UNAVAILABLE_STATES)
+    )
+
+
+def rejected_as_data(exc: DBAPIError) -> bool:
+    """SQLSTATE class 22 (data exception): text with NUL characters, out-of-range numbers… — bad input, not a fault."""
+    return str(getattr(exc.orig, "sqlstate", "") or "").startswith("22")
+
+
+# What the database layer raises when a statement fails or no connection is free (the API maps each: failure_as_error).
+DATABASE_FAILURES: tuple[type[Exception], ...] = (DBAPIError, exc.TimeoutError)
+
+
+def failure_as_error(failure: Exception) -> EngramError | None:
+    """A database failure as what it means to the caller: input it cannot store (422), a concurrent change of the
+    same row (409), the database unreachable or no connection free in time (503); None: a fault of Engram's."""
+    if isinstance(failure, exc.TimeoutError):
+        return DatabaseUnreachable("the database is unreachable; retry shortly")
+    if not isinstance(failure, DBAPIError):
+        return None
+    if rejected_as_data(failure):
+        return Unprocessable(f"the input cannot be stored: {failure.orig}")
+    if isinstance(failure, exc.IntegrityError):
+        return Conflict("a concurrent request changed the same thing; retry")
+    if database_unreachable(failure):
+        return DatabaseUnreachable("the database is unreachable; retry shortly")
+    return None

@@ -26,17 +26,19 @@ from app.api import (
     recollection,
     tenants,
 )
+from app.api.draining import LIFESPAN_RESERVE_SECONDS, RETRY_AFTER_SECONDS, Drain, DrainGate
+from app.api.errors import install_error_handlers
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
 from app.chat.turn_state import TurnResult, TurnServices
+from app.chat.turns import ChatTurns
 from app.delivery.hub import EventHub
 from app.delivery.recovery import interrupt_orphaned_turns, sweep
 from app.delivery.relay import Broadcast, EventRelay
 from app.delivery.stream import TurnStreams
 from app.detached import DetachedTasks
-from app.draining import LIFESPAN_RESERVE_SECONDS, RETRY_AFTER_SECONDS, Drain, DrainGate
-from app.errors import DATABASE_RETRY_AFTER_SECONDS, install_error_handlers
+from app.errors import DATABASE_RETRY_AFTER_SECONDS
 from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
@@ -89,7 +91,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
     indexer = asyncio.create_task(agent_indexes.maintain(engine), name="engram-agent-indexes")
-    streams = TurnStreams(runner, passes, turn_tasks, hub, stopping=lambda: app.state.drain.active)
+    streams = TurnStreams(ChatTurns(runner, passes), turn_tasks, hub, stopping=lambda: app.state.drain.active)
     imports = ImportWorker(engine, sessions, embedder)
     imports.start()
     app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams, imports)

@@ -32,4 +32,5 @@ class Runtime:
 
 
 def runtime(app: Starlette) -> Runtime:
-    return app.state.runtime
+    state: Runtime = app.state.runtime
+    return state

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     # A WebSocket watcher whose client has not taken an event for this long is let go (a reader that never reads).
     ws_send_timeout_seconds: float = Field(default=10.0, gt=0)
 
-    # Shut-down (app/draining.py): from SIGTERM to exit, turns in flight included; the first `notice` seconds of it
+    # Shut-down (app/api/draining.py): from SIGTERM to exit, turns in flight included; the first `notice` seconds of it
     # readiness fails and new requests get 503 while the listener stays open, so that load balancers move away.
     shutdown_grace_seconds: float = Field(default=10.0, ge=3, le=3600)
     shutdown_notice_seconds: float = Field(default=1.0, ge=0, le=60)

@@ -17,11 +17,17 @@ import itertools
 import pickle
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bench.fusion_replica import SHIPPED, Design, baselines, engram
-from bench.retrieval_sets import KS
+from bench.retrieval_sets import KS, Question
+
+if TYPE_CHECKING:  # bench.retrieval imports this module
+    from bench.retrieval import Stored
+
+Query = tuple["Stored", Question, np.ndarray]  # one question as bench.retrieval ran it: its corpus, itself, its vector
 
 AT5 = KS.index(5)
 RESOLUTION = 0.006  # of a worst-case lead: one evidence turn of LongMemEval dev's 42 at one of the four ranks
@@ -50,13 +56,13 @@ SENSITIVITY = {
 class Scorer:
     """Recall of a design on each set, and the best baseline's, from the queries bench/retrieval.py ran."""
 
-    def __init__(self, queries_by_set: dict[str, list]):
+    def __init__(self, queries_by_set: dict[str, list[Query]]):
         self.sets = {name: [(s, q, v) for s, q, v in queries if q.evidence] for name, queries in queries_by_set.items()}
         self.japanese = next((n for n in self.sets if n.startswith("Japanese")), None)
         self.ranked = [n for n in self.sets if n != self.japanese]  # the sets a design is chosen on
-        self.best_baseline = {}
+        self.best_baseline: dict[str, np.ndarray] = {}
         for name, queries in self.sets.items():
-            rows = {b: [] for b in ("cosine", "bm25", "rrf k=60")}
+            rows: dict[str, list[list[float]]] = {b: [] for b in ("cosine", "bm25", "rrf k=60")}
             for s, q, v in queries:
                 for b, ranking in baselines(s.index, q.text, v, max(KS)).items():
                     rows[b].append(s.recall(q, ranking))
@@ -66,7 +72,8 @@ class Scorer:
     def score(self, name: str, design: Design) -> tuple[np.ndarray, dict[str, float]]:
         """Mean recall@KS, and top-3 per category."""
         if (name, design) not in self._memo:
-            rows, by_category = [], {}
+            rows: list[list[float]] = []
+            by_category: dict[str, list[float]] = {}
             for s, q, v in self.sets[name]:
                 r = s.recall(q, engram(s.index, q.text, v, max(KS), design))
                 rows.append(r)
@@ -130,7 +137,7 @@ def _cells(scorer: Scorer, design: Design) -> str:
     return " | ".join(f"{c:<30}" for c in cells)
 
 
-def report(queries_by_set: dict[str, list]) -> dict:
+def report(queries_by_set: dict[str, list[Query]]) -> dict[str, Any]:
     scorer = Scorer(queries_by_set)
     header = " | ".join(f"{n + ' @1/@5/@10 (mean lead, @5 lead)':<42}" for n in scorer.ranked)
     header += " | Japanese top-3 " + "/".join(JAPANESE_KINDS) if scorer.japanese else ""
@@ -169,13 +176,15 @@ def report(queries_by_set: dict[str, list]) -> dict:
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> type:
         # `python -m bench.retrieval` pickles its classes as __main__'s
-        return super().find_class("bench.retrieval" if module == "__main__" else module, name)
+        found: type = super().find_class("bench.retrieval" if module == "__main__" else module, name)
+        return found
 
 
-def load_queries(path: Path) -> dict[str, list]:
+def load_queries(path: Path) -> dict[str, list[Query]]:
     """The queries `python -m bench.retrieval --save-queries FILE` saved."""
     with path.open("rb") as file:
-        return _Unpickler(file).load()
+        queries: dict[str, list[Query]] = _Unpickler(file).load()
+    return queries
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ def _condensed(root: dict[str, Any], top: int) -> str:
 
 
 def _total(node: dict[str, Any]) -> float:
-    return node.get("Actual Total Time", 0.0) * node.get("Actual Loops", 1)
+    total: float = node.get("Actual Total Time", 0.0) * node.get("Actual Loops", 1)
+    return total
 
 
 def _cte_name(node: dict[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Design:
     date_share: float = hybrid.DATE_SHARE  # added, at the end, to a row from a date the query names
     speaker_share: float = hybrid.SPEAKER_SHARE  # added, at the end, to a row said by a speaker the query names
 
-    def but(self, **changes) -> "Design":
+    def but(self, **changes: Any) -> "Design":
         return replace(self, **changes)
 
 
@@ -50,7 +51,7 @@ SHIPPED = Design()
 
 
 def _variant_tokens(kind: str) -> Callable[[str], list[str]]:
-    variants = {
+    variants: dict[str, dict[str, Any]] = {
         "engram": {},
         "no-stemming": {"stem": False},
         "no-stop-words": {"stop_words": frozenset()},
@@ -109,8 +110,8 @@ class Indexed:
         return self._terms[kind]
 
     @cached_property
-    def okapi(self):
-        from rank_bm25 import BM25Okapi
+    def okapi(self) -> Any:  # a rank_bm25.BM25Okapi (the package ships no types)
+        from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
 
         return BM25Okapi([WORD.findall(p.lower()) or [""] for p in self.passages])
 
@@ -168,7 +169,9 @@ def _spoken(ix: Indexed, query: str, rows: np.ndarray) -> np.ndarray:
     return np.array([1.0 if ix.speakers[i] in named else 0.0 for i in rows])
 
 
-def _with_replies(ix: Indexed, pool: np.ndarray, fused: np.ndarray, centred: np.ndarray, lex_n: np.ndarray, design: Design):
+def _with_replies(
+    ix: Indexed, pool: np.ndarray, fused: np.ndarray, centred: np.ndarray, lex_n: np.ndarray, design: Design
+) -> tuple[np.ndarray, np.ndarray]:
     """The short passage after each of the top `reply_lead` passages that is a short question gains `reply_share` of
     its score (at most 1 in all); one outside the candidates joins them, its own score computed as theirs were.
     `centred`: every passage's centred cosine. Returns the rows and their scores."""

@@ -29,6 +29,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ def percentiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), float(np.percentile(values, 95))
 
 
-async def timed(calls: list, concurrency: int) -> tuple[list[float], float]:
+async def timed(calls: Sequence[Callable[[], Awaitable[None]]], concurrency: int) -> tuple[list[float], float]:
     """Latency of each call (ms) and calls per second, with `concurrency` callers."""
     latencies: list[float] = []
     pending = list(calls)
@@ -99,10 +100,10 @@ async def timed(calls: list, concurrency: int) -> tuple[list[float], float]:
     return latencies, len(calls) / (time.perf_counter() - started)
 
 
-async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) -> dict:
+async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base, timeout=60) as client:
 
-        def call(agent_id: str, question: str):
+        def call(agent_id: str, question: str) -> Callable[[], Awaitable[None]]:
             async def run() -> None:
                 response = await client.get(f"/v1/agents/{agent_id}/archival", params={"query": question, "k": 10})
                 assert response.status_code == 200 and response.json()["items"], response.text
@@ -126,7 +127,8 @@ async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) 
         empty_requests, _ = await timed([empty] * len(calls) * repeats, 1)
         # Recollection (POST …/recollection, default budget, core memory included) against the same search, each
         # question's two requests back to back so that both meet the same state of the machine.
-        recollections, searches_beside = [], []
+        recollections: list[float] = []
+        searches_beside: list[float] = []
         for agent_id, question in searches * repeats:
             for path, into in (("recollection", recollections), ("archival", searches_beside)):
                 started = time.perf_counter()
@@ -145,7 +147,7 @@ async def engram_side(base: str, searches: list[tuple[str, str]], repeats: int) 
     }
 
 
-async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict:
+async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str]], repeats: int) -> dict[str, Any]:
     pool = await asyncpg.create_pool(
         url.replace("postgresql+asyncpg://", "postgresql://", 1),
         min_size=CONCURRENCY,
@@ -153,7 +155,7 @@ async def raw_side(url: str, embedder: E5Embedder, searches: list[tuple[str, str
         server_settings=db.SESSION_SETTINGS,  # the service's (iterative HNSW scans): same rows come back
     )
 
-    def call(agent_id: str, question: str):
+    def call(agent_id: str, question: str) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             vector = await embedder.embed_query(question)
             async with pool.acquire() as conn:
@@ -178,9 +180,11 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
     both statements explained for the first question (the service's as it reached the driver)."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
-    searches = [(uuid.UUID(a), q) for a, q in searches]  # type: ignore[misc]
-    vectors = [await embedder.embed_query(q) for _, q in searches]
-    embed_ms, raw_ms, search_ms = [], [], []
+    by_agent = [(uuid.UUID(a), q) for a, q in searches]
+    vectors = [await embedder.embed_query(q) for _, q in by_agent]
+    embed_ms: list[float] = []
+    raw_ms: list[float] = []
+    search_ms: list[float] = []
     sent: list[tuple[str, Any]] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
@@ -188,7 +192,7 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
 
     event.listen(engine.sync_engine, "before_cursor_execute", record)
     try:
-        for (agent_id, question), vector in zip(searches, vectors, strict=True):
+        for (agent_id, question), vector in zip(by_agent, vectors, strict=True):
             started = time.perf_counter()
             await embedder.embed_query(question)
             embed_ms.append((time.perf_counter() - started) * 1000)
@@ -200,7 +204,7 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
                 started = time.perf_counter()
                 await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)
                 search_ms.append((time.perf_counter() - started) * 1000)
-        (agent_id, question), vector = searches[0], vectors[0]
+        (agent_id, question), vector = by_agent[0], vectors[0]
         async with sessions() as session:
             sent.clear()
             await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)

@@ -17,6 +17,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Literal
 
 from fastapi.testclient import TestClient
 
@@ -41,11 +42,11 @@ PROBE = {
         ("私の好きな食べ物は何？", ("寿司", "すし", "スシ", "sushi")),
     ],
 }
-MODES = ("tools", "reply")
+MODES: tuple[Literal["tools", "reply"], ...] = ("tools", "reply")  # Settings.local_llm_mode
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 
-def converse(client: TestClient, name: str, lang: str) -> tuple[list[dict], bool]:
+def converse(client: TestClient, name: str, lang: str) -> tuple[list[dict[str, Any]], bool]:
     """The probe's turns in one language on a fresh agent, and whether its `human` block changed."""
     created = client.post("/v1/agents", json={"name": name})
     assert created.status_code == 201, created.text
@@ -67,7 +68,7 @@ def human_block(client: TestClient, agent_id: str) -> str | None:
     return next((b["value"] for b in blocks if b["label"] == "human"), None)
 
 
-def recalled(turn: dict) -> bool:
+def recalled(turn: dict[str, Any]) -> bool:
     reply = turn.get("reply", "").lower()
     return any(word.lower() in reply for word in turn["expected"])
 
@@ -132,10 +133,10 @@ def main() -> None:
         f"{'model':28} | mode  | facts recalled en | ja | replies in the user's language | ended in send_message | "
         "human block changed | s/turn p50 | first token (1k prompt) | tokens/s"
     )
-    for name, mode, facts, language, ended, changed, seconds, first, speed in rows:
+    for name, mode, facts, language, ended, blocks_changed, seconds, first, speed in rows:
         print(
             f"{name:28} | {mode:5} | {facts['en']} of 2{'':9} | {facts['ja']} of 2 | {language:30.2f} | {ended:21.2f} | "
-            f"{changed} of 2{'':13} | {seconds:10.1f} | {first:20.2f} s  | {speed:8.1f}"
+            f"{blocks_changed} of 2{'':13} | {seconds:10.1f} | {first:20.2f} s  | {speed:8.1f}"
         )
     print("\nReplies:")
     print("\n".join(replies))

@@ -13,20 +13,22 @@ import shutil
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
+from app.memory.hybrid import Mode
 from app.memory.service import ArchivalMemory
 from app.settings import Settings
 from bench.retrieval import start_database
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "multilingual_memory.json"
-MODES = ("hybrid", "vector")
+MODES: tuple[Mode, ...] = ("hybrid", "vector")
 
 
-async def ranks(url: str, embedder: Embedder, data: dict) -> dict[str, dict[str, list[int | None]]]:
+async def ranks(url: str, embedder: Embedder, data: dict[str, Any]) -> dict[str, dict[str, list[int | None]]]:
     """Per mode and kind of question: the rank of the right fact in the top 3 (None: not there)."""
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)

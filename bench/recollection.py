@@ -26,7 +26,9 @@ import shutil
 import statistics
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +79,7 @@ def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
     agent = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
     handed = s.name.startswith("LongMemEval")
     loaded = Loaded(corpus, agent, "recall" if handed else "archival")
-    dates = corpus.dates or [None] * len(corpus.passages)
+    dates: Sequence[datetime | None] = corpus.dates or [None] * len(corpus.passages)
     for start in range(0, len(corpus.passages), CHUNK):
         items = []
         for passage, when in zip(corpus.passages[start : start + CHUNK], dates[start : start + CHUNK], strict=True):
@@ -130,7 +132,7 @@ def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
 
 def before(hits: list[Recollection], budget: int) -> list[Recollection]:
     chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"])
-    return chosen[: BEFORE["most"]]
+    return chosen[: int(BEFORE["most"])]
 
 
 @dataclass

@@ -34,22 +34,29 @@ from dataclasses import dataclass
 from datetime import UTC
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
 from app.memory import agent_indexes
+from app.memory.hybrid import Mode
 from app.memory.service import CURRENT, ArchivalMemory, NewPassage, Validity
 from app.settings import Settings
 from bench import design_sweep, fusion_replica
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval_sets import DEFAULT_SETS, KS, SETS, Corpus, Question, RetrievalSet
 
-MODES = ("hybrid", "vector", "text")
+if TYPE_CHECKING:  # pgserver is imported where the database is started
+    from pgserver.postgres_server import PostgresServer
+
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "text")
 BASELINES = ("cosine", "bm25", "rrf k=60")
 
 
@@ -73,17 +80,19 @@ class Stored:
         return [len(question.evidence & set().union(*covered[:k])) / len(question.evidence) for k in KS]
 
 
-def start_database(root: Path, embedding_dim: int = 384):
-    import pgserver
+def start_database(root: Path, embedding_dim: int = 384) -> tuple["PostgresServer", str]:
+    from pgserver.postgres_server import get_server
 
-    server = pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    server = get_server(root / "pgdata", cleanup_mode="delete")
     server.psql('CREATE DATABASE "engram_bench";')
     url = db.asyncpg_url(server.get_uri("engram_bench"))
     db.run_migrations(url, embedding_dim)
     return server, url
 
 
-async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, dated: bool = False) -> Stored:
+async def ingest(
+    sessions: async_sessionmaker[AsyncSession], embedder: Embedder, corpus: Corpus, batch: int, *, dated: bool = False
+) -> Stored:
     """`dated`: each passage dated by the corpus (occurred_at); else when it is stored, as an undated import would be."""
     position: dict[uuid.UUID, int] = {}
     ids: list[uuid.UUID] = []
@@ -104,10 +113,11 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, da
                     turns.append([])
                 turns[position[s.passage.id]].append(start + offset)
     async with sessions() as session:  # a large agent's own vector index, as the service's background round builds it
+        assert isinstance(session.bind, AsyncEngine)  # the factory's bind (db.session_factory(engine))
         await agent_indexes.maintain_once(session.bind)
     async with sessions() as session:  # the stored vectors, as the baselines' input
         rows = (
-            await session.exec(
+            await (await session.connection()).execute(
                 text("SELECT id, content, embedding::text, occurred_at FROM archival_passages WHERE agent_id = :a").bindparams(
                     a=agent.id
                 )
@@ -121,7 +131,13 @@ async def ingest(sessions, embedder: Embedder, corpus: Corpus, batch: int, *, da
 
 
 async def search(
-    sessions, embedder, stored: Stored, question: Question, mode: str, *, as_of: bool = False
+    sessions: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    stored: Stored,
+    question: Question,
+    mode: Mode,
+    *,
+    as_of: bool = False,
 ) -> tuple[list[int], float]:
     """`as_of`: asked as of the question's date (what was valid then), else of now."""
     validity = Validity(as_of=question.asked_at) if as_of and question.asked_at else CURRENT
@@ -134,7 +150,9 @@ async def search(
     return [stored.position[m.passage.id] for m in matches], elapsed
 
 
-async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, batch: int, repeats: int) -> dict:
+async def run_set(
+    sessions: async_sessionmaker[AsyncSession], embedder: Embedder, retrieval_set: RetrievalSet, batch: int, repeats: int
+) -> dict[str, Any]:
     """Per method: recall@KS per question (with its category); hybrid latencies; the stored corpora."""
     stored = []
     for i, corpus in enumerate(retrieval_set.corpora, 1):
@@ -167,7 +185,7 @@ async def run_set(sessions, embedder: Embedder, retrieval_set: RetrievalSet, bat
     return {"rows": rows, "latency": latency, "queries": queries, "replica_agreement": float(np.mean(agreement))}
 
 
-def summary(rows: list[tuple[str, list[float]]]) -> dict:
+def summary(rows: list[tuple[str, list[float]]]) -> dict[str, Any]:
     categories = sorted({c for c, _ in rows})
     return {
         "recall": [float(x) for x in np.mean([r for _, r in rows], axis=0)],
@@ -176,7 +194,7 @@ def summary(rows: list[tuple[str, list[float]]]) -> dict:
     }
 
 
-def print_set(name: str, result: dict) -> dict:
+def print_set(name: str, result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     figures = {method: summary(rows) for method, rows in result["rows"].items()}
     n = len(result["rows"]["hybrid"])
     print(f"\n== {name}: {n} questions with evidence; evidence recall @{'/@'.join(map(str, KS))} (k=10)")
@@ -215,7 +233,7 @@ def code_version() -> str:
     )
 
 
-async def bench(url: str, sets: list[RetrievalSet], args) -> dict:
+async def bench(url: str, sets: list[RetrievalSet], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     embedder: Embedder = build_embedder(Settings())

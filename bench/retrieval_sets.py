@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -56,7 +57,7 @@ class RetrievalSet:
         return [(c, q) for c in self.corpora for q in c.questions]
 
 
-def _parsed(value):
+def _parsed(value: Any) -> Any:
     """Some exports store lists/objects as JSON text; accept both."""
     return json.loads(value) if isinstance(value, str) and value.strip()[:1] in ("[", "{") else value
 
@@ -64,7 +65,9 @@ def _parsed(value):
 def longmemeval(path: Path = LONGMEMEVAL, limit: int | None = None) -> RetrievalSet:
     corpora = []
     for q in _parsed(json.loads(path.read_text()))[: limit or None]:
-        passages, evidence, dates = [], set(), []
+        passages: list[str] = []
+        evidence: set[int] = set()
+        dates: list[datetime] = []
         for session, date in zip(_parsed(q["haystack_sessions"]), _parsed(q["haystack_dates"]), strict=True):
             for turn in _parsed(session):
                 turn = _parsed(turn)
@@ -89,7 +92,10 @@ def _locomo_date(value: str) -> datetime:
 def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
     corpora = []
     for sample in json.loads(path.read_text())[: limit or None]:
-        conversation, passages, index, dates = sample["conversation"], [], {}, []
+        conversation = sample["conversation"]
+        passages: list[str] = []
+        index: dict[str, int] = {}
+        dates: list[datetime] = []
         sessions = sorted((int(k.split("_")[1]), v) for k, v in conversation.items() if re.fullmatch(r"session_\d+", k))
         for number, turns in sessions:
             when = _locomo_date(conversation[f"session_{number}_date_time"])
@@ -134,7 +140,11 @@ def one_agent(retrieval_set: RetrievalSet) -> RetrievalSet:
     return RetrievalSet(f"{retrieval_set.name}, one agent", [merged])
 
 
-SETS = {
+class Loader(Protocol):
+    def __call__(self, *, limit: int | None = None) -> RetrievalSet: ...
+
+
+SETS: dict[str, Loader] = {
     "longmemeval": longmemeval,
     "locomo": locomo,
     "japanese": japanese,

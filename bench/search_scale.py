@@ -33,12 +33,14 @@ from types import ModuleType
 
 import numpy as np
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.memory import agent_indexes
-from app.memory.hybrid import search_statement
+from app.memory.hybrid import Mode, search_statement
 from app.memory.models import ArchivalPassage
 from app.memory.repository import PassageRepository
 from bench.explain import explain
@@ -51,7 +53,7 @@ TOKENS_PER_PASSAGE = 40
 TERMS_PER_QUERY = 5
 QUERIES = 30
 INSERT_BATCH = 2000
-MODES = ("vector", "text", "hybrid")
+MODES: tuple[Mode, ...] = ("vector", "text", "hybrid")
 TOPICS = 1000
 UNIFORM = "--uniform" in sys.argv
 EF_SEARCH = (40, 100, 200)  # vector leg only: pgvector's default, and higher
@@ -72,7 +74,8 @@ def texts(count: int) -> list[str]:
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    normalised: np.ndarray = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    return normalised
 
 
 CENTRES = _normalised(rng.standard_normal((TOPICS, DIM)))
@@ -90,7 +93,7 @@ def unit_vectors(count: int) -> np.ndarray:
     return _normalised(topics + SPREAD * noise / np.sqrt(DIM))
 
 
-async def fill(sessions, size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
+async def fill(sessions: async_sessionmaker[AsyncSession], size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
     async with db.transaction(sessions) as session:
         agent = Agent(tenant_id=DEFAULT_TENANT_ID, name=label)
         session.add(agent)
@@ -115,13 +118,18 @@ async def fill(sessions, size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
 
 
 async def timed_searches(
-    sessions, agent_id: uuid.UUID, mode: str, queries: list[tuple[list[float], list[str]]], ef_search: int | None = None
+    sessions: async_sessionmaker[AsyncSession],
+    agent_id: uuid.UUID,
+    mode: Mode,
+    queries: list[tuple[list[float], list[str]]],
+    ef_search: int | None = None,
 ) -> tuple[list[float], list[list[uuid.UUID]]]:
-    latencies, found = [], []
+    latencies: list[float] = []
+    found: list[list[uuid.UUID]] = []
     for embedding, terms in queries:
         async with sessions() as session:
             if ef_search:
-                await session.exec(text(f"SET hnsw.ef_search = {ef_search}"))
+                await (await session.connection()).execute(text(f"SET hnsw.ef_search = {ef_search}"))
             started = time.perf_counter()
             hits = await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
             latencies.append((time.perf_counter() - started) * 1000)
@@ -129,14 +137,14 @@ async def timed_searches(
     return latencies, found
 
 
-async def explained(sessions, agent_id: uuid.UUID, query: tuple[list[float], list[str]]) -> str:
+async def explained(sessions: async_sessionmaker[AsyncSession], agent_id: uuid.UUID, query: tuple[list[float], list[str]]) -> str:
     embedding, terms = query
     sql, params = search_statement(ArchivalPassage, agent_id, embedding=embedding, terms=terms, k=10)
     async with sessions() as session:
         return await explain(session, sql, params)
 
 
-async def stored_vectors(sessions, agent_id: uuid.UUID) -> tuple[list[uuid.UUID], np.ndarray]:
+async def stored_vectors(sessions: async_sessionmaker[AsyncSession], agent_id: uuid.UUID) -> tuple[list[uuid.UUID], np.ndarray]:
     async with sessions() as session:
         rows = (
             await (await session.connection()).execute(
@@ -147,7 +155,12 @@ async def stored_vectors(sessions, agent_id: uuid.UUID) -> tuple[list[uuid.UUID]
     return [r.id for r in rows], np.asarray(vectors, dtype=np.float32)
 
 
-async def overlap(sessions, agent_id: uuid.UUID, queries, found: list[list[uuid.UUID]]) -> float:
+async def overlap(
+    sessions: async_sessionmaker[AsyncSession],
+    agent_id: uuid.UUID,
+    queries: list[tuple[list[float], list[str]]],
+    found: list[list[uuid.UUID]],
+) -> float:
     """Mean share of the exact top 10 (numpy, cosine over the stored vectors) that the vector leg returned."""
     ids, matrix = await stored_vectors(sessions, agent_id)
     shares = []
@@ -157,7 +170,7 @@ async def overlap(sessions, agent_id: uuid.UUID, queries, found: list[list[uuid.
     return statistics.mean(shares)
 
 
-async def lexical_triggers(sessions, *, enabled: bool) -> None:
+async def lexical_triggers(sessions: async_sessionmaker[AsyncSession], *, enabled: bool) -> None:
     """A bulk load skips the per-statement statistics triggers (migration 0005) and counts once at the end, with
     the same statements the migration uses for rows already stored."""
     async with db.transaction(sessions) as session:
@@ -180,7 +193,7 @@ def _statistics_migration() -> ModuleType:
     return module
 
 
-async def build_own_indexes(engine) -> float:
+async def build_own_indexes(engine: AsyncEngine) -> float:
     """What the service's background round does, once; the seconds it took."""
     started = time.perf_counter()
     built = await agent_indexes.maintain_once(engine)
@@ -199,12 +212,12 @@ async def build_own_indexes(engine) -> float:
     return seconds
 
 
-async def report(sessions, agents: dict[str, uuid.UUID]) -> None:
+async def report(sessions: async_sessionmaker[AsyncSession], agents: dict[str, uuid.UUID]) -> None:
     queries = [(v.tolist(), list(dict.fromkeys(words(TERMS_PER_QUERY)))) for v in unit_vectors(QUERIES)]
     print(f"{'agent':>22} | {'mode':13} | {'p50 ms':>7} | {'p95 ms':>7} | p50 / vector p50 | vector top-10 overlap with exact")
     for label, agent_id in agents.items():
-        p50 = {}
-        runs = [(m, None) for m in MODES] + [("vector", ef) for ef in EF_SEARCH]
+        p50: dict[str, float] = {}
+        runs: list[tuple[Mode, int | None]] = [(m, None) for m in MODES] + [("vector", ef) for ef in EF_SEARCH]
         for mode, ef in runs:
             await timed_searches(sessions, agent_id, mode, queries[:3], ef)  # warm-up: plans, index pages
             latencies, found = await timed_searches(sessions, agent_id, mode, queries, ef)

@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import numpy as np
@@ -76,7 +77,7 @@ def read_gauges(metrics: str, data_dir: str) -> dict[str, float]:
 
 def read_timings(metrics: str) -> dict[str, tuple[float, float]]:
     """(sum, count) of each turn phase and of each memory's searches, keyed "phase:recollect", "memory:messages"…"""
-    timings = {}
+    timings: dict[str, tuple[float, float]] = {}
     for label, name in TIMINGS.items():
         sums = dict(re.findall(rf'^{name}_sum{{{label}="([^"]+)"}} (\S+)$', metrics, re.M))
         counts = dict(re.findall(rf'^{name}_count{{{label}="([^"]+)"}} (\S+)$', metrics, re.M))
@@ -245,7 +246,7 @@ def main() -> None:
         llm.stop()
 
 
-class _Forgetful(list):
+class _Forgetful(list[dict[str, Any]]):
     """The scripted LLM's request log, kept empty: a soak would otherwise hold every request in this process."""
 
     def append(self, _: object) -> None:

@@ -36,6 +36,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -76,7 +77,7 @@ async def run_turns(base: str, agent_id: str, messages: list[str], pause: float 
     return latencies
 
 
-async def llm_round_trips(url: str, request: dict, n: int) -> list[float]:
+async def llm_round_trips(url: str, request: dict[str, Any], n: int) -> list[float]:
     client = AsyncOpenAI(base_url=url, api_key="bench")
     latencies = []
     for _ in range(n):

@@ -30,7 +30,7 @@ def _import_body(texts: list[str], dates: Sequence[datetime | None] | None) -> b
 
 def _ended(response: httpx.Response) -> dict[str, Any] | None:
     assert response.status_code == 200, response.text
-    job = response.json()
+    job: dict[str, Any] = response.json()
     if job["status"] in ("queued", "running"):
         return None
     assert job["status"] == "done", job

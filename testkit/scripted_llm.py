@@ -59,7 +59,8 @@ def paused(reply: dict[str, Any], after_chunks: int, gate: threading.Event, time
 
 
 def last_tool_result(request: dict[str, Any]) -> str:
-    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "tool")
+    content: str = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "tool")
+    return content
 
 
 class ScriptedLLM:
@@ -235,4 +236,5 @@ def hashed_embedding(text: str) -> list[float]:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port

@@ -6,8 +6,8 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from app.api.errors import TurnErrorBody
 from app.chat.schemas import ChatResponse
-from app.errors import TurnErrorBody
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
@@ -256,7 +256,7 @@ def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(
     # As if the process had stopped before storing them, a while ago.
     lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
     run_sql(database_url, lose, {"a": agent_id})
-    vectors = runtime(client.app).turn_streams.runner.vectors
+    vectors = runtime(client.app).turn_streams.turns.runner.vectors
     while client.portal.call(vectors.fill_missing):  # type: ignore[union-attr]
         pass
     assert run_sql(database_url, count, {"a": agent_id})[0][0] == 0

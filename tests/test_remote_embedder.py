@@ -84,7 +84,7 @@ def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_other
         lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
         run_sql(url, lose, {"a": uuid.UUID(agent["id"])})
         monkeypatch.setattr(llm, "embedding_refusals", {"REFUSED": 400})  # too long for it, say
-        vectors = runtime(client.app).turn_streams.runner.vectors
+        vectors = runtime(client.app).turn_streams.turns.runner.vectors
         assert client.portal.call(vectors.fill_missing) == 3  # type: ignore[union-attr]
         assert client.portal.call(vectors.fill_missing) == 0  # type: ignore[union-attr]  # set aside, not failing
     missing = "SELECT content FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from app.agents.service import AgentService
 from app.api.deps import AgentDep, SessionDep, TenantDep
-from app.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES
 from app.pagination import Page
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"], responses=ERROR_RESPONSES)

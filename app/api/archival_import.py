@@ -10,8 +10,9 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from app.api.deps import AgentIdDep, SessionDep
+from app.api.errors import ERROR_RESPONSES, JSON_MEDIA_TYPE
 from app.db import transaction
-from app.errors import ERROR_RESPONSES, JSON_MEDIA_TYPE, Unprocessable, UnsupportedMediaType, format_validation
+from app.errors import Unprocessable, UnsupportedMediaType, format_validation
 from app.memory.imports import cancel_job, create_job, describe, get_job
 from app.memory.schemas import ImportJobRead, PassageCreate
 from app.runtime import runtime

@@ -28,6 +28,7 @@ from app.api.deps import (
     connection_key,
     quota_meter,
 )
+from app.api.errors import ERROR_RESPONSES, ErrorBody, TurnErrorBody
 from app.auth.principal import Principal, require_tenant
 from app.chat.events import ErrorEvent, Event
 from app.chat.schemas import (
@@ -39,16 +40,7 @@ from app.chat.schemas import (
 from app.chat.service import context_read, stored_turn
 from app.chat.turn_state import TurnResult
 from app.delivery.stream import TurnStreams
-from app.errors import (
-    ERROR_RESPONSES,
-    EngramError,
-    ErrorBody,
-    LLMError,
-    NotFound,
-    TurnErrorBody,
-    Unprocessable,
-    format_validation,
-)
+from app.errors import EngramError, LLMError, NotFound, Unprocessable, format_validation
 from app.quotas.service import Meter
 from app.runtime import runtime
 

@@ -5,7 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Response
 
 from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
-from app.errors import ERROR_RESPONSES, ErrorBody, NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
+from app.api.errors import ERROR_RESPONSES, ErrorBody
+from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BATCH_ITEMS,

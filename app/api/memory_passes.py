@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from app.api.deps import AgentIdDep, MeterDep
+from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.db import transaction
-from app.errors import ERROR_RESPONSES, ErrorBody
 from app.memory.handed_in import hand_in
 from app.memory.schemas import HandInRead, HandInRequest
 from app.runtime import runtime
@@ -42,10 +42,10 @@ async def hand_in_messages(agent_id: AgentIdDep, body: HandInRequest, request: R
     longer conversation in over several. `memory_pass: true` queues a memory pass over them."""
     state = runtime(request.app)
     if body.memory_pass:
-        state.turn_streams.passes.require_llm()  # refused before anything is stored
+        state.turn_streams.turns.passes.require_llm()  # refused before anything is stored
     async with transaction(state.sessions) as session:
         handed = await hand_in(session, state.embedder, agent_id, body.messages)
-    pass_id = await state.turn_streams.passes.request(agent_id, meter) if body.memory_pass else None
+    pass_id = await state.turn_streams.turns.passes.request(agent_id, meter) if body.memory_pass else None
     return HandInRead(
         message_ids=handed.message_ids,
         stored=handed.stored,
@@ -59,5 +59,5 @@ async def start_memory_pass(agent_id: AgentIdDep, request: Request, meter: Meter
     """Queue a sleep-time memory pass: the agent's LLM, with memory tools only, goes over what was said since the last
     pass and keeps memory (facts stored and dated, stale ones superseded, core blocks rewritten). One runs at a time
     per agent; it never delays the agent's turns. Watch it on the WebSocket or read it with GET …/turns/{pass_id}."""
-    passes = runtime(request.app).turn_streams.passes
+    passes = runtime(request.app).turn_streams.turns.passes
     return MemoryPassQueued(pass_id=await passes.request(agent_id, meter, admit=True))

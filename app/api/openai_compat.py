@@ -22,10 +22,11 @@ from app.agents.models import Agent
 from app.agents.service import find_agent_by_reference, tenant_agents
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, SessionDep, TenantDep
+from app.api.errors import openai_error
 from app.chat.events import ErrorEvent, Event, MessageDelta, MessageEvent, ReplyPieces, StopReason, TurnCompleted
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.delivery.stream import chained
-from app.errors import Unprocessable, openai_error
+from app.errors import Unprocessable
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1", tags=["openai"])

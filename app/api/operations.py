@@ -33,7 +33,7 @@ async def service(request: Request, _: TenantDep) -> ServiceRead:
     """The service's version and models: a client can tell its user that chat is off, or answered by a demo model,
     before the first message (as the console does)."""
     state = runtime(request.app)
-    llm = state.turn_streams.runner.llm
+    llm = state.turn_streams.turns.runner.llm
     return ServiceRead(
         version=__version__,
         llm=ChatModelRead(model=llm.default_model, demo=llm.demo_model is not None) if llm is not None else None,

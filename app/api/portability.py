@@ -3,7 +3,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 
 from app.api.deps import AgentDep, EmbedderDep, SessionDep, TenantDep
-from app.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES
 from app.portability.schemas import AgentDocument, ImportResult
 from app.portability.service import export_agent, import_document, read_upload
 

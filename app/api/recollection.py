@@ -5,7 +5,7 @@ same function (app/memory/recollection.py)."""
 from fastapi import APIRouter
 
 from app.api.deps import AgentDep, RecollectorDep, SettingsDep
-from app.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)

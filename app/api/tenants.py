@@ -5,9 +5,9 @@ import uuid
 from fastapi import APIRouter, Request, Response
 
 from app.api.deps import AdminDep, SessionDep
+from app.api.errors import ERROR_RESPONSES
 from app.auth.schemas import IssuedKeyRead, KeyCreate, KeyLimitsUpdate, KeyRead, TenantCreate, TenantRead
 from app.auth.service import KeyService
-from app.errors import ERROR_RESPONSES
 from app.pagination import Page
 from app.quotas.schemas import TenantUsageRead
 from app.runtime import runtime

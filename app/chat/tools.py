@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.exc import DBAPIError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import EngramError, PreconditionFailed, format_validation, rejected_as_data
+from app.db import rejected_as_data
+from app.errors import EngramError, PreconditionFailed, format_validation
 from app.llm.embeddings import Embedder
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank

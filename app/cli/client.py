@@ -75,7 +75,8 @@ class Api:
         except ValueError:
             agent_id = None
         if agent_id is not None:
-            return self.json("GET", f"/v1/agents/{agent_id}")
+            agent: dict[str, Any] = self.json("GET", f"/v1/agents/{agent_id}")
+            return agent
         named = [a for a in self.agents() if a["name"] == reference]
         if not named:
             raise SystemExit(f"engram: no agent with the id or name {reference!r} (see `engram agents ls`)")

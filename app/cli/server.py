@@ -15,14 +15,14 @@ from typing import Any
 def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from app.draining import Drain
+    from app.api.draining import Drain
     from app.observability import configure_logging
 
     configure_logging(args.log_level, args.log_format)
     from app.main import app  # after logging is configured: importing it builds the app
 
     class DrainingServer(uvicorn.Server):
-        """uvicorn, with a notice period between the first signal and its own shut-down (app/draining.py)."""
+        """uvicorn, with a notice period between the first signal and its own shut-down (app/api/draining.py)."""
 
         def __init__(self, config: uvicorn.Config, drain: Drain):
             super().__init__(config)

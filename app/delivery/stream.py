@@ -1,42 +1,35 @@
 """The one way turn events reach clients. The runner's events reach the EventHub once their transaction has
 committed (through relay.Broadcast; other replicas' events arrive there through the relay); `POST …/chat` collects
 a turn's events from the hub, SSE forwards them as they come, and the WebSocket forwards every event of its agent.
-A new event type or stop reason therefore needs no change here or in the router. A turn started with a quota Meter
-is admitted by it first (a refusal raises as any other) and its tokens are counted once it has ended."""
+A new event type or stop reason therefore needs no change here or in the router. What a turn is, from its quota
+admission to its memory pass, is app/chat/turns.py's: here it is only started and followed."""
 
 import asyncio
-import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
 from app.chat.events import Event, MessageDelta
-from app.chat.memory_pass import MemoryPasses
-from app.chat.runner import TurnRunner
-from app.chat.service import tokens_used
 from app.chat.turn_state import TurnResult
+from app.chat.turns import ChatTurns
 from app.delivery.hub import EventHub
 from app.detached import DetachedTasks
 from app.errors import ServiceUnavailable, TurnStopped
 from app.quotas.service import Meter
 
-log = logging.getLogger("engram.quotas")
-
 
 class TurnStreams:
     def __init__(
         self,
-        runner: TurnRunner,
-        passes: MemoryPasses,
+        turns: ChatTurns,
         tasks: DetachedTasks[TurnResult],
         hub: EventHub,
         stopping: Callable[[], bool] = lambda: False,
     ):
-        self.runner = runner
-        self.passes = passes
+        self.turns = turns
         self.tasks = tasks
         self.hub = hub
-        self.stopping = stopping  # the service is shutting down (app/draining.py)
+        self.stopping = stopping  # the service is shutting down (app/api/draining.py)
 
     def watch(self, agent_id: uuid.UUID, *, deltas: bool = False) -> AbstractAsyncContextManager[asyncio.Queue[Event | None]]:
         """Every event of the agent's turns, from whichever replica runs them (None: fell too far behind); with
@@ -47,7 +40,7 @@ class TurnStreams:
         self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, meter: Meter | None = None
     ) -> asyncio.Task[TurnResult]:
         """Start a turn without following it (the WebSocket follows its agent's whole stream instead)."""
-        return self.tasks.spawn(self._run(agent_id, message, idempotency_key, uuid.uuid4(), meter))
+        return self.tasks.spawn(self.turns.run(agent_id, message, idempotency_key, uuid.uuid4(), meter))
 
     async def follow(
         self,
@@ -67,7 +60,7 @@ class TurnStreams:
         try:
             async with self.hub.subscribe(agent_id, deltas=deltas) as queue:
                 # Subscribed before the turn starts, so no event can be published before we listen.
-                task = self.tasks.spawn(self._run(agent_id, message, idempotency_key, turn_id, meter))
+                task = self.tasks.spawn(self.turns.run(agent_id, message, idempotency_key, turn_id, meter))
                 while (event := await _next_event(queue, task)) is not None:
                     if event.turn_id != turn_id:
                         continue  # another turn of this agent, e.g. one still finishing when ours queued on the lock
@@ -94,27 +87,6 @@ class TurnStreams:
         for event in result.events:
             if result.turn_id != turn_id or event.seq > last_seq:
                 yield event
-
-    async def _run(
-        self, agent_id: uuid.UUID, message: str, idempotency_key: str | None, turn_id: uuid.UUID, meter: Meter | None
-    ) -> TurnResult:
-        if meter is not None:
-            await meter.admit_turn()
-        try:
-            result = await self.runner.run(agent_id, message, idempotency_key=idempotency_key, turn_id=turn_id)
-        finally:
-            if meter is not None:
-                await asyncio.shield(self._spend(meter, agent_id, turn_id))
-        await self.passes.after_turn(agent_id, meter)
-        return result
-
-    async def _spend(self, meter: Meter, agent_id: uuid.UUID, turn_id: uuid.UUID) -> None:
-        try:
-            async with self.runner.sessions() as session:
-                tokens = await tokens_used(session, agent_id, turn_id)
-            await meter.spend_tokens(tokens)
-        except Exception:  # the turn has run and is stored: a failed count must not turn its answer into an error
-            log.warning("could not count the LLM tokens of turn %s against its quotas", turn_id, exc_info=True)
 
 
 async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:

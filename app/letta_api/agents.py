@@ -16,8 +16,9 @@ from app.agents.schemas import AgentRead
 from app.agents.schemas import AgentUpdate as EngramAgentUpdate
 from app.agents.service import AgentService, tenant_agents
 from app.api.deps import CoreMemoryDep, EmbedderDep, SessionDep, SettingsDep, TenantDep
+from app.api.errors import ERROR_RESPONSES
 from app.chat.tools import CHAT_TOOLS
-from app.errors import ERROR_RESPONSES, Unprocessable
+from app.errors import Unprocessable
 from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, engram_request, letta_id
 from app.letta_api.paging import Before, Cursor, Limit, Order, cut, ordered
 from app.letta_api.schemas import (

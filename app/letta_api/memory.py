@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ArchivalMemoryDep, CoreMemoryDep
-from app.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES
 from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, letta_id
 from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, cut, letta_page, ordered, walk
 from app.letta_api.schemas import (

@@ -15,10 +15,11 @@ from pydantic import BaseModel
 
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, RecallMemoryDep
+from app.api.errors import ERROR_RESPONSES, ErrorBody, TurnErrorBody
 from app.chat.events import ErrorEvent, Event, TurnCompleted
 from app.chat.schemas import ChatResponse
 from app.delivery.stream import chained
-from app.errors import ERROR_RESPONSES, EngramError, ErrorBody, TurnErrorBody
+from app.errors import EngramError
 from app.letta_api.common import LettaAgentDep, LettaAgentIdDep
 from app.letta_api.letta_messages import (
     LettaErrorMessage,

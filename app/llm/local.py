@@ -182,7 +182,7 @@ class LocalLLM:
         )
 
     def _grammar(self, tools: list[dict[str, Any]]) -> Any:
-        from llama_cpp import LlamaGrammar
+        from llama_cpp.llama_grammar import LlamaGrammar
 
         key = tuple(t["function"]["name"] for t in tools)
         if key not in self._grammars:

@@ -116,7 +116,8 @@ async def _once(
 
 
 def _mean(vectors: list[list[float]]) -> np.ndarray:
-    return np.asarray(vectors, dtype=np.float32).mean(axis=0)
+    mean: np.ndarray = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+    return mean
 
 
 async def centroid(embedder: Embedder) -> np.ndarray:
@@ -134,7 +135,8 @@ async def personal_direction(embedder: Embedder) -> np.ndarray:
     async def compute() -> np.ndarray:
         personal = [await embedder.embed_query(q) for q in PERSONAL_QUESTIONS]
         general = [await embedder.embed_query(q) for q in GENERAL_QUESTIONS]
-        return _mean(personal) - _mean(general)
+        direction: np.ndarray = _mean(personal) - _mean(general)
+        return direction
 
     return await _once(_personal, embedder, compute)
 

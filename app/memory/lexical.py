@@ -46,7 +46,8 @@ _STEMMER = snowballstemmer.stemmer("english")
 
 @lru_cache(maxsize=100_000)
 def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    stem: str = _STEMMER.stemWord(word)
+    return stem
 
 
 def _cjk_tokens(run: str) -> list[str]:

@@ -38,7 +38,7 @@ AGENT_TSV_EXPRESSION = "(tsv || array_to_tsvector(ARRAY['agent ' || agent_id::te
 
 
 def _when_stored(context: DefaultExecutionContext) -> Any:
-    return context.get_current_parameters()["created_at"]
+    return context.get_current_parameters()["created_at"]  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
 
 
 def occurred_field() -> Any:

@@ -128,7 +128,8 @@ async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batc
 
 def _text(table: str, row: Row[Any]) -> str:
     if table == "archival_passages":
-        return row.content
+        content: str = row.content
+        return content
     return Message(role="user", content=row.content, tool_calls=row.tool_calls).recall_text()
 
 

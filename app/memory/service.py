@@ -12,16 +12,12 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.errors import EngramError, NotFound, PreconditionFailed, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory import lexical, named_dates, named_speakers
-from app.memory.hybrid import Hit, Mode
+from app.memory.hybrid import Hit
+from app.memory.hybrid import Mode as Mode  # the services' callers name it: re-exported
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
-from app.memory.repository import (
-    CURRENT,
-    BlockRepository,
-    MessageRepository,
-    PassageMatch,
-    PassageRepository,
-    Validity,
-)
+from app.memory.repository import CURRENT as CURRENT
+from app.memory.repository import BlockRepository, MessageRepository, PassageMatch, PassageRepository
+from app.memory.repository import Validity as Validity
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCKS, BlockCreate
 from app.models_base import utcnow
 from app.pagination import decode_seq_cursor, decode_time_cursor, split_page

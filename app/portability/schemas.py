@@ -27,7 +27,8 @@ def encode_vector(vector: Any) -> str:
 
 
 def decode_vector(encoded: str) -> list[float]:
-    return np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(float).tolist()
+    vector: list[float] = np.frombuffer(base64.b64decode(encoded), dtype="<f4").astype(float).tolist()
+    return vector
 
 
 def _valid_vector(encoded: str | None) -> str | None:

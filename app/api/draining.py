@@ -11,7 +11,7 @@ import time
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import shaped_response
+from app.api.errors import shaped_response
 
 RETRY_AFTER_SECONDS = 2  # another replica, or this one restarted, is a moment away
 # What the lifespan needs after the last turn: cancelling leftovers, closing the pool, stopping an embedded server.

@@ -1,0 +1,20 @@
+# The checks one at a time, in the virtualenv you are in (the README's install makes one); .ci/run runs them all.
+# `make lint` and `make types` take seconds; `make test` is the README's test command.
+CODE := app tests testkit bench alembic
+
+.PHONY: check lint types test
+
+check: lint types test
+
+# ruff (rules in pyproject.toml), the layout, and the import contracts (import-linter, pyproject.toml).
+lint:
+	ruff check $(CODE)
+	ruff format --check $(CODE)
+	lint-imports
+
+# mypy --strict over app/, testkit/ and bench/ (pyproject.toml's [tool.mypy]).
+types:
+	mypy
+
+test:
+	python -m pytest -q
