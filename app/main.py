@@ -43,8 +43,8 @@ from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
-from app.memory import agent_indexes
 from app.memory.imports import ImportWorker
+from app.memory.search import agent_indexes
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware

@@ -2,7 +2,7 @@
 
 - The baselines of bench/retrieval.py: exact cosine, BM25 Okapi (`rank_bm25` over lower-cased `\\w+` words, as a
   newcomer would index) and reciprocal-rank fusion (k=60) of the two.
-- A replica of Engram's hybrid statement (app/memory/hybrid.py) with every parameter open, so that a grid of designs
+- A replica of Engram's hybrid statement (app/memory/search/hybrid.py) with every parameter open, so that a grid of designs
   can be scored on every set in seconds (bench/design_sweep.py); bench/retrieval.py checks that the replica at the
   shipped parameters ranks as the service does.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memory import hybrid, lexical, named_dates, named_speakers
+from app.memory.search import hybrid, lexical, named_dates, named_speakers
 
 WORD = re.compile(r"\w+")
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
@@ -25,7 +25,7 @@ RRF_K, RRF_CANDIDATES = 60, 100
 
 @dataclass(frozen=True)
 class Design:
-    """The parameters of the hybrid ranking; the defaults are what app/memory/hybrid.py ships."""
+    """The parameters of the hybrid ranking; the defaults are what app/memory/search/hybrid.py ships."""
 
     vector_weight: float = hybrid.VECTOR_WEIGHT["hybrid"]
     centre_share: float = hybrid.CENTRE_SHARE["hybrid"]  # of the vector candidates' mean, taken from the query
@@ -132,7 +132,7 @@ def baselines(ix: Indexed, query: str, query_vector: np.ndarray, k: int) -> dict
 
 
 def engram(ix: Indexed, query: str, query_vector: np.ndarray, k: int, design: Design = SHIPPED) -> list[int]:
-    """The ranking of app/memory/hybrid.py's statement (the exact-scan branch: agents here are small) under `design`."""
+    """The ranking of app/memory/search/hybrid.py's statement (the exact-scan branch: agents here are small) under `design`."""
     terms = ix.terms(design.tokens)
     query_terms = terms.query_terms(query)
     cosine = ix.vectors @ query_vector

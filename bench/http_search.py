@@ -40,7 +40,7 @@ from sqlalchemy import event, text
 
 from app import db
 from app.llm.embeddings.providers import E5Embedder
-from app.memory.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.explain import explain, explain_sent

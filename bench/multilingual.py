@@ -19,8 +19,8 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
-from app.memory.hybrid import Mode
-from app.memory.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory
+from app.memory.search.query import Mode
 from app.settings import Settings
 from bench.retrieval import start_database
 

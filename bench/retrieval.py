@@ -45,9 +45,10 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
-from app.memory import agent_indexes
-from app.memory.hybrid import Mode
-from app.memory.service import CURRENT, ArchivalMemory, NewPassage, Validity
+from app.memory.archival.service import ArchivalMemory, NewPassage
+from app.memory.archival.validity import CURRENT, Validity
+from app.memory.search import agent_indexes
+from app.memory.search.query import Mode
 from app.settings import Settings
 from bench import design_sweep, fusion_replica
 from bench.embedding_cache import CachedEmbedder

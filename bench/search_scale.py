@@ -39,10 +39,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
-from app.memory import agent_indexes
-from app.memory.hybrid import Mode, search_statement
+from app.memory.archival.repository import PassageRepository
 from app.memory.models import ArchivalPassage
-from app.memory.repository import PassageRepository
+from app.memory.search import agent_indexes
+from app.memory.search.hybrid import search_statement
+from app.memory.search.query import Mode
 from bench.explain import explain
 from bench.retrieval import start_database
 

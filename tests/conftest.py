@@ -20,7 +20,7 @@ from app.cli import main
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
 from app.main import create_app
-from app.memory.agent_indexes import OwnIndexes, maintain_once
+from app.memory.search.agent_indexes import OwnIndexes, maintain_once
 from app.settings import E5_DIM, Settings, available_cpus
 from testkit.scripted_llm import ScriptedLLM
 

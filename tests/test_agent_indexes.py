@@ -1,4 +1,4 @@
-"""The largest agents get their own HNSW index (app/memory/agent_indexes.py): built in the background by the
+"""The largest agents get their own HNSW index (app/memory/search/agent_indexes.py): built in the background by the
 service, used by their searches, dropped with the agent or when its build was cut short, one build at a time."""
 
 import asyncio
@@ -12,9 +12,9 @@ from sqlalchemy import text
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
 from app.main import create_app
-from app.memory import agent_indexes, hybrid
-from app.memory.agent_indexes import OwnIndexes, index_name, maintain_once
 from app.memory.models import ArchivalPassage
+from app.memory.search import agent_indexes, hybrid
+from app.memory.search.agent_indexes import OwnIndexes, index_name, maintain_once
 from app.settings import E5_DIM
 from tests.conftest import build_own_indexes, checked_client, create_database, plan_nodes, run_sql, scripted_settings
 

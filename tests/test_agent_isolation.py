@@ -9,10 +9,10 @@ import pytest
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
-from app.memory import agent_indexes, hybrid
-from app.memory.agent_indexes import OwnIndexes
+from app.memory.archival.repository import PassageRepository
 from app.memory.models import ArchivalPassage
-from app.memory.repository import PassageRepository
+from app.memory.search import agent_indexes, hybrid
+from app.memory.search.agent_indexes import OwnIndexes
 from app.settings import E5_DIM
 from tests.conftest import build_own_indexes, create_database, plan_nodes, run_sql
 

@@ -11,7 +11,7 @@ from app.chat.context_messages import KeptContexts
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.memory.models import Message
-from app.memory.service import MessageLog
+from app.memory.recall.service import RecallMemory
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.conftest import checked_client
@@ -48,7 +48,7 @@ def test_a_step_reads_only_what_was_written_since_and_equals_a_fresh_read(databa
         async def write(*contents: str) -> None:
             async with db.transaction(sessions) as session:
                 for content in contents:
-                    await MessageLog(session).add(Message(agent_id=agent_id, role="user", content=content))
+                    await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content=content))
 
         async def since(kept: KeptContexts, start: int) -> list[Message]:
             async with sessions() as session:
@@ -90,7 +90,7 @@ def test_agents_least_recently_read_are_let_go_beyond_the_bound(database_url: st
                 await session.flush()
                 for agent_id in agents:
                     for n in range(4):
-                        await MessageLog(session).add(Message(agent_id=agent_id, role="user", content=f"m{n}"))
+                        await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content=f"m{n}"))
             kept = KeptContexts(max_messages=8)
 
             async def first_message(agent_id: uuid.UUID) -> Message:
@@ -121,13 +121,13 @@ def test_what_was_kept_survives_the_rollback_of_the_read_that_kept_it(database_u
                 session.add(Agent(id=agent_id, tenant_id=DEFAULT_TENANT_ID, name="rolled back"))
                 await session.flush()
                 for content in ("a", "b"):
-                    await MessageLog(session).add(Message(agent_id=agent_id, role="user", content=content))
+                    await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content=content))
             kept = KeptContexts()
             async with sessions() as session:
                 await kept.since(session, agent_id, 0)
                 await session.rollback()
             async with db.transaction(sessions) as session:
-                await MessageLog(session).add(Message(agent_id=agent_id, role="user", content="c"))
+                await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content="c"))
             async with sessions() as session:
                 assert [m.content for m in (await kept.since(session, agent_id, 0)).messages] == ["a", "b", "c"]
         finally:

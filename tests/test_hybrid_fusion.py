@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from app.memory.service import RecallMemory
+from app.memory.recall.service import RecallMemory
 from app.runtime import runtime
 from app.settings import E5_DIM, Settings
 from tests.conftest import checked_client, create_database

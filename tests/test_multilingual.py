@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.memory import lexical
+from app.memory.search import lexical
 from testkit.scripted_llm import ScriptedLLM, call, text, tools
 from tests.chat_helpers import chat, reply_with_recalled_memories, tool_results
 

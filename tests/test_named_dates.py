@@ -1,10 +1,10 @@
-"""The dates a search query names (app/memory/named_dates.py): which words are dates, and the span each stands for."""
+"""The dates a search query names (app/memory/search/named_dates.py): which words are dates, and the span each stands for."""
 
 from datetime import UTC, datetime
 
 import pytest
 
-from app.memory.named_dates import TOLERANCE, spans
+from app.memory.search.named_dates import TOLERANCE, spans
 
 
 def utc(*parts: int) -> datetime:

@@ -1,7 +1,7 @@
-"""Who a search query asks about (app/memory/named_speakers.py): its words, the user in the first person, the
+"""Who a search query asks about (app/memory/search/named_speakers.py): its words, the user in the first person, the
 assistant in the second."""
 
-from app.memory.named_speakers import speakers
+from app.memory.search.named_speakers import speakers
 
 
 def test_a_name_in_the_query_is_a_speaker_it_may_ask_about() -> None:

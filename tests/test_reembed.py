@@ -16,8 +16,8 @@ from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import EmbeddingSpaceMismatch
 from app.main import create_app
-from app.memory import lexical
 from app.memory.reembed import reembed
+from app.memory.search import lexical
 from app.settings import E5_DIM, Settings
 from tests.conftest import checked_client, create_database
 

@@ -1,5 +1,5 @@
 """What one search may cost as an agent's memory grows: the lexical candidates come from the rarest query terms
-while their rows stay within a budget (app/memory/hybrid.py PROBE_ROWS), so a query of common words does not make
+while their rows stay within a budget (app/memory/search/hybrid.py PROBE_ROWS), so a query of common words does not make
 the search read most of a large agent's rows. Checked with the real statement, on a real PostgreSQL."""
 
 import uuid
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.memory import hybrid
 from app.memory.models import ArchivalPassage
+from app.memory.search import hybrid
 from app.settings import E5_DIM
 from tests.conftest import plan_nodes, plan_subtree, run_sql
 

@@ -1,6 +1,6 @@
 from app.chat.tools import CHAT_TOOLS
 from app.llm.parsing import parse_text_tool_calls
-from app.memory import lexical
+from app.memory.search import lexical
 
 
 def parse(text: str) -> list[tuple[str, dict]]:

@@ -23,7 +23,7 @@ TOKEN_COUNT = "cardinality(string_to_array(search_text, ' '))"
 BATCH = 1000
 
 
-# The tokenizer of this release (app/memory/lexical.py as of 0003), frozen here: a migration must give the same
+# The tokenizer of this release (app/memory/search/lexical.py as of 0003), frozen here: a migration must give the same
 # result whatever the application's tokenizer later becomes.
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)

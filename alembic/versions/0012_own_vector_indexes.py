@@ -1,4 +1,4 @@
-"""no vector index shared by every agent: the largest agents get their own (app/memory/agent_indexes.py, built by
+"""no vector index shared by every agent: the largest agents get their own (app/memory/search/agent_indexes.py, built by
 the running service), the others an exact scan of their rows. The shared HNSW index served only agents of 20,000
 rows and more — slowly when they were a small share of the table, its walk visiting other agents' nodes — while
 every insert of every agent paid for its upkeep, and it took ~2 GB per million rows.

@@ -1,6 +1,6 @@
 """BM25's term frequencies kept with each row: `term_counts`, a generated JSON object of the row's lexical tokens
 and how often each occurs, read by the hybrid statement for the query's terms instead of splitting and counting
-every candidate row's `search_text` on each search (app/memory/hybrid.py). Interleaved A/B of the statement
+every candidate row's `search_text` on each search (app/memory/search/hybrid.py). Interleaved A/B of the statement
 (bench: LongMemEval and LoCoMo agents, 2026-12-05): LongMemEval 6.7 -> 4.1 ms, LoCoMo 4.3 -> 3.3 ms.
 
 Adding a stored generated column rewrites each table once, as 0003 did for `token_count`.

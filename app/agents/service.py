@@ -7,7 +7,7 @@ from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import AgentCreate, AgentRead, AgentUpdate, default_blocks
 from app.errors import Conflict, NotFound, Unprocessable
-from app.memory.service import CoreMemory
+from app.memory.core.service import CoreMemory
 from app.models_base import utcnow
 from app.pagination import Page, decode_time_cursor, split_page
 

@@ -14,8 +14,10 @@ from app.agents.service import find_agent
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import reading, transaction
 from app.llm.embeddings import Embedder
+from app.memory.archival.service import ArchivalMemory
+from app.memory.core.service import CoreMemory
+from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
-from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.quotas.headers import METER_STATE_KEY
 from app.quotas.service import Meter
 from app.runtime import Runtime, runtime

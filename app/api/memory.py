@@ -7,6 +7,8 @@ from fastapi import APIRouter, Header, Path, Query, Response
 from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
+from app.memory.archival.service import NewPassage
+from app.memory.archival.validity import Validity
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BATCH_ITEMS,
@@ -24,7 +26,7 @@ from app.memory.schemas import (
     PassageSupersede,
     RevisionRead,
 )
-from app.memory.service import Mode, NewPassage, Validity
+from app.memory.search.query import Mode
 from app.memory.timeline import supersede
 from app.pagination import Page
 

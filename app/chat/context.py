@@ -15,8 +15,8 @@ from app.chat import prompt
 from app.chat.context_messages import KeptContexts
 from app.chat.tools import CHAT_TOOLS
 from app.llm.tokens import estimate_tokens, json_tokens
+from app.memory.core.service import CoreMemory
 from app.memory.models import Message
-from app.memory.service import CoreMemory
 from app.settings import Settings
 
 TOOLS_TOKENS = json_tokens(CHAT_TOOLS.schemas)

@@ -19,7 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.chat import prompt
 from app.llm.tokens import message_tokens
 from app.memory.models import Message
-from app.memory.service import MessageLog
+from app.memory.recall.service import RecallMemory
 
 # Messages kept over all agents; the agents least recently in a turn go first beyond it.
 MAX_KEPT_MESSAGES = 50_000
@@ -69,7 +69,7 @@ class KeptContexts:
         elif start_seq > kept.start_seq:
             kept = kept.from_seq(start_seq)
         after = (kept.messages[-1].seq or 0) + 1 if kept.messages else start_seq
-        read = await MessageLog(session).since(agent_id, after)
+        read = await RecallMemory(session).since(agent_id, after)
         for message in read:  # kept as read: a rollback of this session would expire them, and the next step fail
             session.expunge(message)
         kept.extend(read)

@@ -34,9 +34,10 @@ from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.tokens import estimate_tokens
 from app.llm.types import ToolCall
+from app.memory.core.service import CoreMemory
 from app.memory.models import MemoryBlock, Message
 from app.memory.prompt_text import core_section
-from app.memory.service import CoreMemory, MessageLog
+from app.memory.recall.service import RecallMemory
 from app.metrics import MEMORY_PASSES
 from app.models_base import utcnow
 from app.quotas.service import Meter
@@ -104,7 +105,7 @@ class MemoryPasses:
         try:
             async with self.sessions() as session:
                 through = await TurnRepository(session).last_pass_through(agent_id)
-                turns = await MessageLog(session).count_user_turns_after(agent_id, through)
+                turns = await RecallMemory(session).count_user_turns_after(agent_id, through)
             if turns >= every:
                 await self.request(agent_id, meter)
         except Exception:  # the turn has run: a pass not queued now is queued after the next one
@@ -144,7 +145,7 @@ class MemoryPasses:
             if agent is None:
                 return "cancelled", "", None, False
             after = await TurnRepository(session).last_pass_through(state.agent_id)
-            said = await MessageLog(session).said_after(state.agent_id, after, limit=MAX_MESSAGES + 1)
+            said = await RecallMemory(session).said_after(state.agent_id, after, limit=MAX_MESSAGES + 1)
             blocks = await CoreMemory(session).blocks_of(state.agent_id)
             window = self.settings.context_window_for(agent.model or self.settings.default_llm_model)
             lines = fitted_transcript(said[:MAX_MESSAGES], int(window * TRANSCRIPT_SHARE))

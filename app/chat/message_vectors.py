@@ -17,7 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import transaction
 from app.detached import DetachedTasks
 from app.llm.embeddings import Embedder, EmbeddingRefused
-from app.memory.service import MessageLog
+from app.memory.recall.service import RecallMemory
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.chat.vectors")
@@ -52,7 +52,7 @@ class MessageVectors:
         """Vectors of settled messages that have none, a batch at a time; how many were filled. A batch the
         endpoint refuses is asked for again one message at a time, and the messages it refuses alone are set aside."""
         async with self.sessions() as session:
-            missing = await MessageLog(session).unembedded(
+            missing = await RecallMemory(session).unembedded(
                 limit=batch, settled_before=utcnow() - SETTLED_AFTER, exclude=self._refused
             )
         if not missing:
@@ -77,7 +77,7 @@ class MessageVectors:
 
     async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
         async with transaction(self.sessions) as session:
-            messages = MessageLog(session)
+            messages = RecallMemory(session)
             for message_id, vector in vectors:
                 await messages.set_embedding(message_id, vector, self.embedder.model)
 

@@ -43,11 +43,11 @@ from app.db import reading, transaction
 from app.errors import LLMError, ServiceUnavailable, Unprocessable
 from app.llm.embeddings import EmbeddingError
 from app.llm.types import ToolCall
-from app.memory import lexical
 from app.memory.models import Message
+from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
 from app.memory.recollection import ready as recollection_ready
-from app.memory.service import MessageLog
+from app.memory.search import lexical
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 from app.models_base import utcnow
 
@@ -174,7 +174,7 @@ class TurnRunner:
         async with state.committing(self.sessions) as session:
             await find_agent(session, agent_id, tenant_id=None)  # the caller checked the tenant
             turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
-            user = await MessageLog(session).add(
+            user = await RecallMemory(session).add(
                 Message(
                     agent_id=agent_id,
                     turn_id=turn.id,
@@ -283,7 +283,7 @@ class TurnRunner:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
         async with state.committing(self.sessions) as session:
-            messages = MessageLog(session)
+            messages = RecallMemory(session)
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
 
@@ -304,7 +304,7 @@ class TurnRunner:
         assistant.search_text = lexical.search_text(recall_text)
         sent = False
         async with state.committing(self.sessions) as session:
-            messages = MessageLog(session)
+            messages = RecallMemory(session)
             await messages.add(assistant)
             ctx = tools.ToolContext(
                 session=session,

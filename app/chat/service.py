@@ -14,8 +14,8 @@ from app.chat.models import Turn
 from app.chat.repository import TurnRepository
 from app.chat.schemas import ChatResponse, ContextRead, ContextTokensRead
 from app.errors import NotFound
+from app.memory.recall.service import RecallMemory
 from app.memory.schemas import MessageRead
-from app.memory.service import MessageLog
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -72,7 +72,7 @@ async def context_read(session: AsyncSession, agent: Agent, settings: Settings) 
         system_prompt=view.system,
         summary=agent.summary,
         messages=[MessageRead.of(m) for m in view.messages],
-        messages_out_of_context=await MessageLog(session).count_before(agent.id, agent.context_start_seq),
+        messages_out_of_context=await RecallMemory(session).count_before(agent.id, agent.context_start_seq),
         tokens=ContextTokensRead(
             **asdict(view.tokens),
             warn_at=int(settings.context_warn_fraction * window),

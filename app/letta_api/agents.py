@@ -34,8 +34,8 @@ from app.letta_api.schemas import (
     LettaTool,
 )
 from app.llm.embeddings import Embedder
+from app.memory.core.service import CoreMemory
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT
-from app.memory.service import CoreMemory
 from app.portability.agent_file import to_agent_file
 from app.portability.service import export_agent, import_document, read_upload
 from app.settings import Settings

@@ -19,9 +19,9 @@ from app.letta_api.schemas import (
     LettaPassageSearchResponse,
     LettaSearchResult,
 )
+from app.memory.archival.service import NewPassage
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
-from app.memory.service import NewPassage
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
 

@@ -30,6 +30,9 @@ from app.mcp_server.schemas import (
     CoreMemoryBlocks,
     PassageList,
 )
+from app.memory.archival.service import ArchivalMemory
+from app.memory.core.service import CoreMemory
+from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
 from app.memory.recollection_gate import MAX_BUDGET_CHARS
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
@@ -43,7 +46,6 @@ from app.memory.schemas import (
     NonBlank,
     PassageRead,
 )
-from app.memory.service import ArchivalMemory, CoreMemory, RecallMemory
 from app.runtime import Runtime
 
 INSTRUCTIONS = """Engram gives AI agents long-term memory. Each agent has three memories: core memory (a few short,

@@ -11,10 +11,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import Conflict
 from app.llm.embeddings import Embedder
-from app.memory import lexical
 from app.memory.models import Message
-from app.memory.repository import MessageRepository
+from app.memory.recall.repository import MessageRepository
 from app.memory.schemas import HandedInMessage
+from app.memory.search import lexical
 
 EMBED_BATCH = 64
 

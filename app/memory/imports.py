@@ -29,9 +29,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.db import transaction
 from app.errors import NotFound
 from app.llm.embeddings import Embedder, EmbeddingRefused
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.models import ImportItem, ImportJob
 from app.memory.schemas import ImportJobRead, PassageCreate
-from app.memory.service import ArchivalMemory, NewPassage
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.imports")

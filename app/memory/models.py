@@ -30,10 +30,10 @@ from app.models_base import agent_fk, id_field, timestamp_field
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
 # Both tables also have `term_counts`, generated as engram_term_counts(search_text) (migration 0013): each lexical
-# token and how often it occurs, BM25's term frequencies. Only the search statement reads it (app/memory/hybrid.py),
+# token and how often it occurs, BM25's term frequencies. Only the search statement reads it (app/memory/search/hybrid.py),
 # so it is not mapped here: no read of a row decodes it, and no write can set it.
 # What the full-text index holds: a row's lexemes and one for its agent (with a space, which no query token has), so
-# that a search for (terms AND agent) gets only the agent's rows from the index (migration 0010, app/memory/hybrid.py).
+# that a search for (terms AND agent) gets only the agent's rows from the index (migration 0010, app/memory/search/hybrid.py).
 AGENT_TSV_EXPRESSION = "(tsv || array_to_tsvector(ARRAY['agent ' || agent_id::text]))"
 
 

@@ -15,11 +15,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import reading
 from app.llm.embeddings import Embedder
-from app.memory import lexical
+from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.validity import CURRENT, Validity
 from app.memory.cohort_baseline import baseline, centroid, personal, personal_direction
-from app.memory.hybrid import Hit
+from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage, MemoryBlock, Message
 from app.memory.prompt_text import core_section, memories_section
+from app.memory.recall.service import RecallMemory
 from app.memory.recollection_gate import (
     BUDGET_CHARS,
     KINDS,
@@ -34,7 +36,8 @@ from app.memory.recollection_gate import (
     searched_for,
     select,
 )
-from app.memory.service import CURRENT, ArchivalMemory, CoreMemory, RecallMemory, Validity
+from app.memory.search import lexical
+from app.memory.search.hybrid import Hit
 
 
 @dataclass

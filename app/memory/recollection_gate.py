@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from app.memory import lexical
 from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, one_line
+from app.memory.search import lexical
 
 Kind = Literal["archival", "recall"]
 KINDS: tuple[Kind, ...] = ("archival", "recall")

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import record_space, stored_dim, stored_space
-from app.memory.agent_indexes import drop_own_indexes
 from app.memory.models import Message
+from app.memory.search.agent_indexes import drop_own_indexes
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64

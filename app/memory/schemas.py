@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, Field, model_validator
 
-from app.memory.hybrid import DATE_SHARE, SPEAKER_SHARE
+from app.memory.search.hybrid import DATE_SHARE, SPEAKER_SHARE
 from app.read_model import ReadModel
 from app.request_body import RequestBody
 
@@ -124,7 +124,7 @@ class PassageRead(ReadModel):
         "mean, min-max normalised, and normalised BM25 over the candidates, combined, and a reply to a question "
         "raised by part of the question's score; plus "
         f"{DATE_SHARE} for a passage from a date the query names and {SPEAKER_SHARE} for one said by a speaker it names "
-        "(app/memory/hybrid.py)",
+        "(app/memory/search/hybrid.py)",
     )
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
     duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")

@@ -5,9 +5,9 @@ import uuid
 from datetime import datetime
 
 from app.errors import Conflict, NotFound
+from app.memory.archival.service import ArchivalMemory, NewPassage, Stored
 from app.memory.cohort_baseline import baseline
 from app.memory.models import ArchivalPassage
-from app.memory.service import ArchivalMemory, NewPassage, Stored
 
 # A stored passage is "possibly about the same thing" as a new one when the new text, embedded as a query, is this
 # much closer to it than to generic text (the margin over the baseline of app/memory/background.py, as automatic

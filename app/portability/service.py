@@ -17,8 +17,8 @@ from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
 from app.errors import Conflict, Unprocessable, format_validation
 from app.llm.embeddings import Embedder
-from app.memory import lexical
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.memory.search import lexical
 from app.models_base import utcnow
 from app.portability import letta
 from app.portability.repository import PortabilityRepository

@@ -3,7 +3,7 @@
 
 A memory from the named time is more likely the one asked about ("What did Gina find for her store on 1 February,
 2023?"), and its text rarely says the date: the hybrid search adds a share to the score of rows whose `occurred_at`
-falls in a span (app/memory/hybrid.py). Each span is widened by a day on both sides: the service does not know the
+falls in a span (app/memory/search/hybrid.py). Each span is widened by a day on both sides: the service does not know the
 asker's time zone, and what was said "on the 23rd" may be stored on the 24th in UTC.
 
 Only absolute dates: a relative one ("last week") needs the asker's now and calendar, which a search does not have.

@@ -9,9 +9,9 @@ min-max normalised over the candidates, and BM25 as a share of the query's bound
 (k1 + 1), what a row holding every term would approach. Then replies: a short line that follows a short question
 among the best candidates gains part of the question's score (`_replies`), since in a conversation the answer ("Yes,
 last summer") often shares no word and little meaning with what is asked, and its question does. Last, a row from a
-date the query names ("on 3 May, 2023", app/memory/named_dates.py) gains DATE_SHARE: what was said then rarely says
+date the query names ("on 3 May, 2023", app/memory/search/named_dates.py) gains DATE_SHARE: what was said then rarely says
 the date; and a row said by someone the query names (Caroline's lines for "What did Caroline…", the user's for "What
-did I…", app/memory/named_speakers.py) gains SPEAKER_SHARE.
+did I…", app/memory/search/named_speakers.py) gains SPEAKER_SHARE.
 
 Every parameter was chosen on three sets at once (bench/retrieval.py, bench/design_sweep.py): LongMemEval dev
 (long mixed-topic chats), LoCoMo dev (short two-person turns) and the Japanese paraphrases; a design must keep the
@@ -47,14 +47,15 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Float, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.agent_indexes import OWN_INDEXES
 from app.memory.models import AGENT_TSV_EXPRESSION, ArchivalPassage, Message
+from app.memory.search.agent_indexes import OWN_INDEXES
+from app.memory.search.query import Mode
 from app.metrics import SEARCH_SECONDS
 from app.models_base import orm_attribute, table_of
 
@@ -76,13 +77,12 @@ REPLY_LEAD = 30
 # The reply is looked for among this many rows after the question (a tool result may come between).
 REPLY_WINDOW = 3
 REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
-# Added to the fused score of a row from a date the query names ("on 3 May, 2023"; app/memory/named_dates.py).
+# Added to the fused score of a row from a date the query names ("on 3 May, 2023"; app/memory/search/named_dates.py).
 DATE_SHARE = 0.2
 # Added to the fused score of a row said by someone the query names ("What did Caroline…"; "my…": the user's).
 SPEAKER_SHARE = 0.1
 QUESTION_PATTERN = r"[?？]\s*$"
 
-Mode = Literal["hybrid", "vector", "text"]
 Row = TypeVar("Row", ArchivalPassage, Message)
 
 
@@ -165,8 +165,8 @@ pool AS (
 
 def _bonus(dated: bool, speaker: str | None) -> str:
     """What a row `t` gains after fusion and replies: DATE_SHARE if it occurred within a span of the dates the
-    query names (app/memory/named_dates.py; bound as :named_from and :named_to), SPEAKER_SHARE if its speaker
-    (`speaker`, an SQL expression over `t`) is one the query names (app/memory/named_speakers.py; :speakers)."""
+    query names (app/memory/search/named_dates.py; bound as :named_from and :named_to), SPEAKER_SHARE if its speaker
+    (`speaker`, an SQL expression over `t`) is one the query names (app/memory/search/named_speakers.py; :speakers)."""
     terms = []
     if dated:
         terms.append(f"""CASE WHEN EXISTS (
@@ -379,7 +379,7 @@ def vector_literal(vector: list[float]) -> str:
 
 @functools.cache
 def _columns(model: type[Row]) -> str:
-    """Every column but the vector (see NO_PASSAGE_VECTOR in repository.py): it stays unloaded on the returned rows."""
+    """Every column but the vector (see NO_PASSAGE_VECTOR in app/memory/archival/repository.py): it stays unloaded on the returned rows."""
     return ", ".join(f"t.{c.name}" for c in table_of(model).columns if c.name != "embedding")
 
 

@@ -2,7 +2,7 @@
 `caroline`), the asker when it asks in the first person ("What did I…", "my…", 私) and the other side in the second
 ("What did you recommend…"): for a user's query `user` and `assistant`, for the agent's own search tools the
 reverse. The hybrid search adds a share to the score of rows said by one of them
-(app/memory/hybrid.py): in a two-person conversation the answer about Caroline is most often Caroline's own line,
+(app/memory/search/hybrid.py): in a two-person conversation the answer about Caroline is most often Caroline's own line,
 and the answer to "how much did I earn" is what the user said, not the assistant's reply around it.
 
 A row's speaker is its role (recall memory) or, for an archival passage, the label of a conversational line

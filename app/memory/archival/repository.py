@@ -1,0 +1,190 @@
+"""SQL of archival passages, including their hybrid (vector + full-text) search."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Float, and_, delete, or_, select, text, update
+from sqlalchemy.orm import defer
+from sqlmodel import col
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
+from app.memory.archival.validity import CURRENT, Validity
+from app.memory.models import ArchivalPassage
+from app.memory.search.hybrid import hybrid_search
+from app.memory.search.named_speakers import SPEAKER_LABEL_SQL
+from app.memory.search.query import Mode
+from app.models_base import orm_attribute
+
+# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
+# objects is most of the cost of reading them. Reading one by accident raises.
+NO_PASSAGE_VECTOR = defer(orm_attribute(ArchivalPassage.embedding), raiseload=True)
+
+
+@dataclass
+class PassageMatch:
+    passage: ArchivalPassage
+    score: float
+    similarity: float
+
+
+class PassageRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def add_all(self, passages: list[ArchivalPassage]) -> list[ArchivalPassage]:
+        self.session.add_all(passages)
+        await self.session.flush()
+        return passages
+
+    async def nearest(
+        self,
+        agent_id: uuid.UUID,
+        vectors: list[list[float]],
+        *,
+        k: int,
+        min_similarity: float,
+        exclude: Sequence[uuid.UUID] = (),
+    ) -> list[list[ArchivalPassage]]:
+        """For each vector, the agent's current passages within min_similarity, closest first (one statement)."""
+        if not vectors:
+            return []
+        rows = (
+            await self.session.execute(
+                text("""
+            SELECT q.i, p.id FROM unnest(CAST(:vectors AS vector[])) WITH ORDINALITY AS q(v, i)
+            CROSS JOIN LATERAL (
+                SELECT id, embedding <=> q.v AS distance FROM archival_passages
+                WHERE agent_id = :agent_id AND superseded_by IS NULL AND id <> ALL(CAST(:exclude AS uuid[]))
+                ORDER BY embedding <=> q.v LIMIT :k
+            ) p
+            WHERE p.distance <= :max_distance
+            ORDER BY q.i, p.distance
+        """),
+                {
+                    "vectors": [str(v) for v in vectors],
+                    "agent_id": agent_id,
+                    "k": k,
+                    "max_distance": 1 - min_similarity,
+                    "exclude": list(exclude),
+                },
+            )
+        ).all()
+        if not rows:
+            return [[] for _ in vectors]
+        found = (
+            await self.session.scalars(
+                select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.id).in_({r.id for r in rows}))
+            )
+        ).all()
+        by_id = {p.id: p for p in found}
+        out: list[list[ArchivalPassage]] = [[] for _ in vectors]
+        for row in rows:
+            out[row.i - 1].append(by_id[row.id])
+        return out
+
+    async def closest(
+        self, agent_id: uuid.UUID, vector: list[float], *, k: int, exclude: Sequence[uuid.UUID] = ()
+    ) -> list[tuple[ArchivalPassage, float]]:
+        """The agent's `k` current passages closest to `vector`, with their cosine similarity, closest first."""
+        distance = col(ArchivalPassage.embedding).op("<=>", return_type=Float)(vector)  # cosine distance (pgvector)
+        query = (
+            select(ArchivalPassage, 1 - distance)
+            .options(NO_PASSAGE_VECTOR)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by).is_(None))
+            .where(col(ArchivalPassage.id).not_in(exclude))
+            .order_by(distance)
+            .limit(k)
+        )
+        return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
+
+    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID, *, for_update: bool = False) -> ArchivalPassage | None:
+        query = (
+            select(ArchivalPassage)
+            .options(NO_PASSAGE_VECTOR)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
+        )
+        if for_update:
+            # populate_existing: a row read earlier in this session must not hide a newer committed state.
+            query = query.with_for_update().execution_options(populate_existing=True)
+        return (await self.session.scalars(query)).first()
+
+    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
+        """Delete a passage; the passages it superseded are current again."""
+        await self.session.execute(
+            update(ArchivalPassage)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by) == passage_id)
+            .values(valid_until=None, superseded_by=None)
+        )
+        result = await self.session.exec(
+            delete(ArchivalPassage).where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
+        )
+        return bool(result.rowcount)
+
+    async def newest(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        after_key: tuple[datetime, uuid.UUID] | None = None,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        validity: Validity = CURRENT,
+    ) -> Sequence[ArchivalPassage]:
+        """Newest first; after_key is the (created_at, id) of the last row of the previous page."""
+        query = select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.agent_id) == agent_id)
+        query = validity.applied(query)
+        if tags:
+            query = query.where(col(ArchivalPassage.tags).contains(tags))
+        if after:
+            query = query.where(col(ArchivalPassage.created_at) > after)
+        if before:
+            query = query.where(col(ArchivalPassage.created_at) < before)
+        if after_key:
+            created, row_id = after_key
+            query = query.where(
+                or_(
+                    col(ArchivalPassage.created_at) < created,
+                    and_(col(ArchivalPassage.created_at) == created, col(ArchivalPassage.id) < row_id),
+                )
+            )
+        query = query.order_by(col(ArchivalPassage.created_at).desc(), col(ArchivalPassage.id).desc()).limit(limit)
+        return (await self.session.scalars(query)).all()
+
+    async def hybrid_search(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        embedding: list[float],
+        terms: list[str],
+        dates: list[tuple[datetime, datetime]] | None = None,
+        speakers: list[str] | None = None,
+        k: int,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        mode: Mode = "hybrid",
+        validity: Validity = CURRENT,
+    ) -> list[PassageMatch]:
+        valid, valid_params = validity.sql()
+        found = await hybrid_search(
+            self.session,
+            ArchivalPassage,
+            agent_id,
+            embedding=embedding,
+            terms=terms,
+            dates=dates,
+            speakers=speakers,
+            k=k,
+            mode=mode,
+            where=[*valid, *(["tags @> CAST(:tags AS text[])"] if tags else [])],
+            params={"tags": tags, **valid_params},
+            after=after,
+            before=before,
+            sequence=("created_at", "id"),
+            speaker=SPEAKER_LABEL_SQL,
+        )
+        return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]

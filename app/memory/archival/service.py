@@ -1,0 +1,160 @@
+"""Archival memory: passages, dated and embedded, searched by meaning and by words; near-duplicates are not stored
+twice, and superseded facts stay for `as_of`."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.errors import NotFound, Unprocessable
+from app.llm.embeddings import Embedder
+from app.memory.archival.repository import PassageMatch, PassageRepository
+from app.memory.archival.validity import CURRENT, Validity
+from app.memory.models import ArchivalPassage
+from app.memory.search import lexical, named_speakers
+from app.memory.search.query import Mode, what_the_query_names
+from app.pagination import decode_time_cursor, split_page
+
+NEAR_DUPLICATE_CANDIDATE_SIMILARITY = 0.9
+
+
+@dataclass
+class Stored:
+    passage: ArchivalPassage
+    duplicate: bool
+
+
+class NewPassage(NamedTuple):
+    content: str
+    tags: list[str]
+    occurred_at: datetime | None = None  # None: now
+
+
+def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
+    return lexical.fingerprint(a.content) == lexical.fingerprint(b.content)
+
+
+def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage, dated: datetime | None) -> bool:
+    """The same text, and no date of its own (`dated`) that differs: the same words dated otherwise tell of another
+    event (the gym on Monday, the gym on Friday)."""
+    return same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
+
+
+class ArchivalMemory:
+    def __init__(self, session: AsyncSession, embedder: Embedder):
+        self.passages = PassageRepository(session)
+        self.embedder = embedder
+
+    async def add(
+        self,
+        agent_id: uuid.UUID,
+        items: Sequence[NewPassage | tuple[str, list[str]]],
+        *,
+        exclude: Sequence[uuid.UUID] = (),
+        vectors: list[list[float]] | None = None,
+    ) -> list[Stored]:
+        """Embed and store passages; a near-duplicate of a current (or earlier in the batch) passage is not stored
+        again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
+        when the caller computed them before its transaction (an import job)."""
+        news = [NewPassage(*item) for item in items]
+        if vectors is None:
+            vectors = await self.embedder.embed_passages([new.content for new in news])
+        neighbours = await self.passages.nearest(
+            agent_id, vectors, k=3, min_similarity=NEAR_DUPLICATE_CANDIDATE_SIMILARITY, exclude=exclude
+        )
+        stored: list[Stored] = []
+        fresh: list[ArchivalPassage] = []
+        for new, vector, near in zip(news, vectors, neighbours, strict=True):
+            candidate = ArchivalPassage(
+                agent_id=agent_id,
+                content=new.content,
+                tags=normalise_tags(new.tags),
+                embedding=vector,
+                embedding_model=self.embedder.model,
+                search_text=lexical.search_text(new.content),
+            )
+            if new.occurred_at is not None:  # else the time it is stored (occurred_field)
+                candidate.occurred_at = new.occurred_at
+            original = next((p for p in near if same_fact(p, candidate, new.occurred_at)), None) or next(
+                (p for p in fresh if same_fact(p, candidate, new.occurred_at)), None
+            )
+            if original is None:
+                fresh.append(candidate)
+            stored.append(Stored(original or candidate, duplicate=original is not None))
+        await self.passages.add_all(fresh)
+        return stored
+
+    async def search(
+        self,
+        agent_id: uuid.UUID,
+        query: str,
+        *,
+        k: int = 5,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        min_score: float = 0.0,
+        mode: Mode = "hybrid",
+        vector: list[float] | None = None,
+        validity: Validity = CURRENT,
+        asker: named_speakers.Asker = "user",
+    ) -> list[PassageMatch]:
+        """`vector`: the query's embedding, when the caller has it already; `validity`: which passages (by default
+        the current ones); `asker`: who wrote the query (named_speakers.speakers)."""
+        embedding = vector if vector is not None else await self.embedder.embed_query(query)
+        matches = await self.passages.hybrid_search(
+            agent_id,
+            embedding=embedding,
+            **what_the_query_names(query, asker),
+            k=k,
+            tags=normalise_tags(tags or []),
+            after=after,
+            before=before,
+            mode=mode,
+            validity=validity,
+        )
+        return [m for m in matches if m.score >= min_score]
+
+    async def page(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        cursor: str | None,
+        tags: list[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        validity: Validity = CURRENT,
+    ) -> tuple[Sequence[ArchivalPassage], str | None]:
+        """A page of passages, newest first, and the cursor of the next page (None on the last)."""
+        rows = await self.passages.newest(
+            agent_id,
+            limit=limit + 1,
+            after_key=decode_time_cursor(cursor) if cursor else None,
+            tags=normalise_tags(tags or []),
+            after=after,
+            before=before,
+            validity=validity,
+        )
+        return split_page(rows, limit, lambda p: (p.created_at, p.id))
+
+    async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> ArchivalPassage:
+        passage = await self.passages.get(agent_id, passage_id)
+        if passage is None:
+            raise NotFound(f"no archival passage {passage_id}")
+        return passage
+
+    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
+        """Delete a passage; the passages it superseded are current again."""
+        if not await self.passages.delete(agent_id, passage_id):
+            raise NotFound(f"no archival passage {passage_id}")
+
+
+def normalise_tags(tags: list[str]) -> list[str]:
+    cleaned = [t.strip().lower() for t in tags if t and t.strip()]
+    if any(len(t) > 64 for t in cleaned):
+        raise Unprocessable("tags are at most 64 characters each")
+    return list(dict.fromkeys(cleaned))

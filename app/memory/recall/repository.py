@@ -1,0 +1,165 @@
+"""SQL of recall messages, including their hybrid (vector + full-text) search."""
+
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import defer
+from sqlmodel import col
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from app.memory.models import Message
+from app.memory.search.hybrid import Hit, hybrid_search
+from app.models_base import orm_attribute
+
+# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
+
+# Rows are read without their vectors (see NO_PASSAGE_VECTOR in app/memory/archival/repository.py).
+NO_MESSAGE_VECTOR = defer(orm_attribute(Message.embedding), raiseload=True)
+
+
+class MessageRepository:
+    def __init__(self, session: AsyncSession):
+        self.session = session
+
+    async def add(self, message: Message) -> Message:
+        self.session.add(message)
+        await self.session.flush()
+        return message
+
+    async def add_all(self, messages: list[Message]) -> None:
+        """Stored in the order given (their seqs follow it)."""
+        self.session.add_all(messages)
+        await self.session.flush()
+
+    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+        """Store a message's vector, unless `engram reembed` has given it one of another model meanwhile."""
+        query = (
+            update(Message)
+            .where(col(Message.id) == message_id, col(Message.embedding_model).is_(None))
+            .values(embedding=embedding, embedding_model=model)
+        )
+        await self.session.execute(query)
+
+    async def unembedded(self, *, limit: int, settled_before: datetime, exclude: Collection[uuid.UUID] = ()) -> Sequence[Message]:
+        """Searchable messages without a vector (lost on the way), oldest first, of any agent, but `exclude`."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(
+                col(Message.embedding_model).is_(None),
+                col(Message.role).in_(("user", "assistant")),
+                col(Message.search_text) != "",
+                col(Message.created_at) < settled_before,
+                col(Message.id).not_in(exclude),
+            )
+            .order_by(col(Message.created_at))
+            .limit(limit)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
+        """The agent's own messages (not handed in) with seq >= from_seq, oldest first."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(col(Message.agent_id) == agent_id, col(Message.seq) >= from_seq, ~col(Message.handed_in))
+        )
+        return list((await self.session.scalars(query.order_by(col(Message.seq)))).all())
+
+    async def said_after(self, agent_id: uuid.UUID, after_seq: int, *, limit: int) -> Sequence[Message]:
+        """User and assistant messages, its own and handed in, with seq > after_seq, oldest first."""
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(
+                col(Message.agent_id) == agent_id,
+                col(Message.seq) > after_seq,
+                col(Message.role).in_(("user", "assistant")),
+            )
+            .order_by(col(Message.seq))
+            .limit(limit)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def count_user_turns_after(self, agent_id: uuid.UUID, after_seq: int) -> int:
+        """The user's messages in the agent's own turns (not handed in) with seq > after_seq."""
+        query = (
+            select(func.count())
+            .select_from(Message)
+            .where(
+                col(Message.agent_id) == agent_id,
+                col(Message.seq) > after_seq,
+                col(Message.role) == "user",
+                ~col(Message.handed_in),
+            )
+        )
+        return int((await self.session.scalar(query)) or 0)
+
+    async def with_external_ids(self, agent_id: uuid.UUID, external_ids: Sequence[str]) -> dict[str, Message]:
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(col(Message.agent_id) == agent_id, col(Message.external_id).in_(external_ids))
+        )
+        return {m.external_id or "": m for m in (await self.session.scalars(query)).all()}
+
+    async def newest(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        limit: int,
+        before_seq: int | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+    ) -> Sequence[Message]:
+        """Newest first; before_seq is the seq of the last message of the previous page."""
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(col(Message.agent_id) == agent_id)
+        if before_seq is not None:
+            query = query.where(col(Message.seq) < before_seq)
+        if after:
+            query = query.where(col(Message.created_at) > after)
+        if before:
+            query = query.where(col(Message.created_at) < before)
+        return (await self.session.scalars(query.order_by(col(Message.seq).desc()).limit(limit))).all()
+
+    async def search(
+        self,
+        agent_id: uuid.UUID,
+        *,
+        embedding: list[float],
+        terms: list[str],
+        dates: list[tuple[datetime, datetime]] | None = None,
+        speakers: list[str] | None = None,
+        k: int,
+        below_seq: int | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        said_by: datetime | None = None,
+    ) -> list[tuple[Message, Hit]]:
+        """`said_by`: only messages that had been said by then (occurred_at), as memory stood at that time."""
+        # Handed-in messages are never in the context, so they are searched wherever they are.
+        below = ["(seq < :below_seq OR handed_in)"] if below_seq is not None else []
+        if said_by is not None:
+            below.append("occurred_at <= :said_by")
+        return await hybrid_search(
+            self.session,
+            Message,
+            agent_id,
+            embedding=embedding,
+            terms=terms,
+            dates=dates,
+            speakers=speakers,
+            k=k,
+            where=["role IN ('user', 'assistant')", *below],
+            params={"below_seq": below_seq, "said_by": said_by},
+            after=after,
+            before=before,
+            sequence=("seq",),
+            speaker="t.role",
+        )
+
+    async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:
+        query = select(func.count()).select_from(Message).where(col(Message.agent_id) == agent_id, col(Message.seq) < before_seq)
+        return int((await self.session.scalar(query)) or 0)
