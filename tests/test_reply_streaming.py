@@ -3,19 +3,36 @@ delta, Letta's `stream_tokens`; replay keeps the final `message`. The scripted L
 through the real `openai` client, as an endpoint would."""
 
 import json
+import threading
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.chat.events import MessageDelta, MessageEvent, ReplyPieces
 from app.delivery.hub import WatcherQueue
-from testkit.scripted_llm import ScriptedLLM, call, cut, tools
+from testkit.scripted_llm import ScriptedLLM, call, cut, paused, tools
 from tests.chat_helpers import chat
 from tests.letta_helpers import letta_sdk, unique
 from tests.test_openai_compat import openai_client
 
+# The scripted stream's chunks of a send_message call: the role, the call's head, `{"tex`, `t": "`, then the reply.
+FIRST_PIECE_SENT = 5
 
-def sse_events(client: TestClient, agent: dict, message: str, **params: Any) -> list[dict[str, Any]]:
+
+def halted_midway(reply: dict[str, Any], request: pytest.FixtureRequest) -> tuple[dict[str, Any], threading.Event]:
+    """The reply, its stream halted after the reply's first piece until the test has seen that piece (`seen.set()`).
+    A watcher that reads late gets pieces joined (WatcherQueue): without the halt, how many deltas arrive would
+    depend on how loaded the machine is."""
+    seen = threading.Event()
+    request.addfinalizer(seen.set)  # never leave the scripted LLM waiting
+    return paused(reply, after_chunks=FIRST_PIECE_SENT, gate=seen), seen
+
+
+def sse_events(
+    client: TestClient, agent: dict, message: str, seen: threading.Event | None = None, **params: Any
+) -> list[dict[str, Any]]:
+    """The turn's server-sent events; `seen` is set once the first delta has arrived."""
     with client.stream(
         "POST",
         f"/v1/agents/{agent['id']}/chat",
@@ -24,7 +41,13 @@ def sse_events(client: TestClient, agent: dict, message: str, **params: Any) -> 
         headers={"Accept": "text/event-stream"},
     ) as response:
         assert response.status_code == 200, response.read()
-        return [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+        events = []
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if seen is not None and events[-1]["type"] == "message_delta":
+                    seen.set()
+        return events
 
 
 def deltas_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -32,12 +55,13 @@ def deltas_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_sse_streams_the_reply_in_order_and_replay_keeps_the_whole_message(
-    client: TestClient, agent: dict, llm: ScriptedLLM
+    client: TestClient, agent: dict, llm: ScriptedLLM, request: pytest.FixtureRequest
 ) -> None:
     # Quotes, a line break and Japanese in the arguments: escapes and multi-byte text split across chunks.
     reply = 'こんにちは、"Aiko"さん。\nラーメンの話、覚えていますよ。'
-    llm.reset(tools(call("send_message", text=reply)))
-    events = sse_events(client, agent, "覚えてる？")
+    answer, seen = halted_midway(tools(call("send_message", text=reply)), request)
+    llm.reset(answer)
+    events = sse_events(client, agent, "覚えてる？", seen)
     deltas = deltas_of(events)
     assert len(deltas) > 1, "the reply came whole"
     assert "".join(d["text"] for d in deltas) == reply
@@ -78,16 +102,22 @@ def test_a_stream_that_breaks_off_ends_the_turn_as_an_llm_failure(client: TestCl
     assert [m["content"] for m in stored if m["role"] == "user"] == ["tell me a long story"]
 
 
-def test_the_websocket_streams_deltas_unless_asked_not_to(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+def test_the_websocket_streams_deltas_unless_asked_not_to(
+    client: TestClient, agent: dict, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
+    answer, seen = halted_midway(tools(call("send_message", text="Hello from the socket!")), request)
+
     def watched(url: str) -> list[dict[str, Any]]:
         with client.websocket_connect(url) as ws:
             ws.send_json({"type": "chat", "message": "hello"})
             events = [ws.receive_json()]
             while events[-1]["type"] != "turn_completed":
                 events.append(ws.receive_json())
+                if events[-1]["type"] == "message_delta":
+                    seen.set()
         return events
 
-    llm.reset(tools(call("send_message", text="Hello from the socket!")), tools(call("send_message", text="Quiet one")))
+    llm.reset(answer, tools(call("send_message", text="Quiet one")))
     streamed = watched(f"/v1/agents/{agent['id']}/ws")
     assert "".join(d["text"] for d in deltas_of(streamed)) == "Hello from the socket!" and len(deltas_of(streamed)) > 1
     quiet = watched(f"/v1/agents/{agent['id']}/ws?deltas=false")
@@ -95,26 +125,41 @@ def test_the_websocket_streams_deltas_unless_asked_not_to(client: TestClient, ag
     assert llm.requests[1].get("stream") is None
 
 
-def test_openai_stream_sends_a_chunk_per_delta(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
-    llm.reset(tools(call("send_message", text="First, the news."), call("send_message", text="Then the weather.")))
+def test_openai_stream_sends_a_chunk_per_delta(
+    client: TestClient, agent: dict, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
+    calls = tools(call("send_message", text="First, the news."), call("send_message", text="Then the weather."))
+    answer, seen = halted_midway(calls, request)
+    llm.reset(answer)
     stream = openai_client(client).chat.completions.create(
         model=agent["id"], messages=[{"role": "user", "content": "news?"}], stream=True
     )
-    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    pieces = []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+            seen.set()
     assert len(pieces) > 2
     assert "".join(pieces) == "First, the news.\n\nThen the weather."
     assert llm.requests[0]["stream"] is True
 
 
-def test_letta_stream_tokens_sends_the_reply_in_pieces_under_one_id(client: TestClient, llm: ScriptedLLM) -> None:
+def test_letta_stream_tokens_sends_the_reply_in_pieces_under_one_id(
+    client: TestClient, llm: ScriptedLLM, request: pytest.FixtureRequest
+) -> None:
     sdk = letta_sdk(client)
     agent = sdk.agents.create(name=unique("tokens"), memory_blocks=[])
     reply = "トークンごとに届きます。Token by token."
-    llm.reset(tools(call("send_message", text=reply)), tools(call("send_message", text=reply)))
+    answer, seen = halted_midway(tools(call("send_message", text=reply)), request)
+    llm.reset(answer, tools(call("send_message", text=reply)))
+    items = []
     with sdk.agents.messages.stream(
         agent_id=agent.id, messages=[{"role": "user", "content": "hi"}], stream_tokens=True
     ) as stream:
-        items = list(stream)
+        for item in stream:
+            items.append(item)
+            if item.message_type == "assistant_message":
+                seen.set()
     pieces = [i for i in items if i.message_type == "assistant_message"]
     assert len(pieces) > 1 and len({p.id for p in pieces}) == 1
     assert "".join(str(p.content) for p in pieces) == reply

@@ -202,7 +202,7 @@ def test_core_memory_reads_as_of_a_time(client: TestClient, agent: dict) -> None
     between = datetime.now(UTC)
     time.sleep(0.01)
     client.put(f"{memory}/human", json={"value": "Lives in Osaka."})
-    client.put(f"{memory}/plans", json={"value": "Visit Paris."})
+    client.put(f"{memory}/plans", json={"value": "Visit Paris."}, headers={"If-None-Match": "*"})
 
     then = {b["label"]: b for b in client.get(memory, params={"as_of": between.isoformat()}).json()["blocks"]}
     assert then["human"]["value"] == "Lives in Tokyo." and then["human"]["version"] == first["version"]
