@@ -41,6 +41,7 @@ from sqlalchemy import event, text
 from app import db
 from app.llm.embeddings.providers import E5Embedder
 from app.memory.archival.service import ArchivalMemory
+from app.memory.search.query import SearchQuery
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.explain import explain, explain_sent
@@ -202,12 +203,12 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
                 (await conn.execute(text(RAW_SQL_NAMED), {"agent_id": agent_id, "embedding": str(vector)})).all()
                 raw_ms.append((time.perf_counter() - started) * 1000)
                 started = time.perf_counter()
-                await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)
+                await ArchivalMemory(session, embedder).search(agent_id, SearchQuery(question, k=10), vector=vector)
                 search_ms.append((time.perf_counter() - started) * 1000)
         (agent_id, question), vector = by_agent[0], vectors[0]
         async with sessions() as session:
             sent.clear()
-            await ArchivalMemory(session, embedder).search(agent_id, question, k=10, vector=vector)
+            await ArchivalMemory(session, embedder).search(agent_id, SearchQuery(question, k=10), vector=vector)
             [(statement, parameters)] = sent
             plans = [
                 "raw pgvector query: " + await explain(session, RAW_SQL_NAMED, {"agent_id": agent_id, "embedding": str(vector)}),

@@ -20,7 +20,7 @@ from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
 from app.memory.archival.service import ArchivalMemory
-from app.memory.search.query import Mode
+from app.memory.search.query import Mode, SearchQuery
 from app.settings import Settings
 from bench.retrieval import start_database
 
@@ -44,7 +44,8 @@ async def ranks(url: str, embedder: Embedder, data: dict[str, Any]) -> dict[str,
         for mode in MODES:
             for q in data["questions"]:
                 async with sessions() as session:
-                    matches = await ArchivalMemory(session, embedder).search(agent.id, q["question"], k=3, mode=mode)
+                    query = SearchQuery(q["question"], k=3, mode=mode)
+                    matches = await ArchivalMemory(session, embedder).search(agent.id, query)
                 found = [fact_of[m.passage.id] for m in matches]
                 out[mode][q["kind"]].append(found.index(q["fact"]) if q["fact"] in found else None)
     finally:

@@ -48,7 +48,7 @@ from app.llm.embeddings import Embedder, build_embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.search import agent_indexes
-from app.memory.search.query import Mode
+from app.memory.search.query import Mode, SearchQuery
 from app.settings import Settings
 from bench import design_sweep, fusion_replica
 from bench.embedding_cache import CachedEmbedder
@@ -144,9 +144,8 @@ async def search(
     validity = Validity(as_of=question.asked_at) if as_of and question.asked_at else CURRENT
     async with sessions() as session:
         started = time.perf_counter()
-        matches = await ArchivalMemory(session, embedder).search(
-            stored.agent_id, question.text, k=max(KS), mode=mode, validity=validity
-        )
+        query = SearchQuery(question.text, k=max(KS), mode=mode)
+        matches = await ArchivalMemory(session, embedder).search(stored.agent_id, query, validity=validity)
         elapsed = (time.perf_counter() - started) * 1000
     return [stored.position[m.passage.id] for m in matches], elapsed
 

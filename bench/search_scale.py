@@ -43,7 +43,7 @@ from app.memory.archival.repository import PassageRepository
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes
 from app.memory.search.hybrid import search_statement
-from app.memory.search.query import Mode
+from app.memory.search.query import Mode, SearchQuery
 from bench.explain import explain
 from bench.retrieval import start_database
 
@@ -132,7 +132,8 @@ async def timed_searches(
             if ef_search:
                 await (await session.connection()).execute(text(f"SET hnsw.ef_search = {ef_search}"))
             started = time.perf_counter()
-            hits = await PassageRepository(session).hybrid_search(agent_id, embedding=embedding, terms=terms, k=10, mode=mode)
+            query = SearchQuery(" ".join(terms), k=10, mode=mode)
+            hits = await PassageRepository(session).hybrid_search(agent_id, query, embedding)
             latencies.append((time.perf_counter() - started) * 1000)
             found.append([m.passage.id for m in hits])
     return latencies, found
@@ -140,7 +141,7 @@ async def timed_searches(
 
 async def explained(sessions: async_sessionmaker[AsyncSession], agent_id: uuid.UUID, query: tuple[list[float], list[str]]) -> str:
     embedding, terms = query
-    sql, params = search_statement(ArchivalPassage, agent_id, embedding=embedding, terms=terms, k=10)
+    sql, params = search_statement(ArchivalPassage, agent_id, SearchQuery(" ".join(terms), k=10), embedding)
     async with sessions() as session:
         return await explain(session, sql, params)
 

@@ -15,6 +15,7 @@ from app.main import create_app
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes, hybrid
 from app.memory.search.agent_indexes import OwnIndexes, index_name, maintain_once
+from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
 from tests.conftest import build_own_indexes, checked_client, create_database, plan_nodes, run_sql, scripted_settings
 
@@ -28,7 +29,7 @@ WITH agent AS (
     VALUES (gen_random_uuid(), :tenant, :name, 0, now(), now()) RETURNING id
 )
 INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at)
-SELECT gen_random_uuid(), agent.id, 'passage ' || p, 'passage',
+SELECT gen_random_uuid(), agent.id, 'passage ' || p, 'passag',
        (SELECT ('[' || string_agg(sin(p * 7 + d * 13 + length(:name))::text, ',') || ']')::vector
         FROM generate_series(1, {E5_DIM}) AS d),
        'synthetic', '{{}}', now()
@@ -65,7 +66,7 @@ def own_indexes(url: str) -> set[str]:
 def searched_through(url: str, agent_id: uuid.UUID, monkeypatch: pytest.MonkeyPatch, indexes: OwnIndexes) -> tuple[list, set]:
     """(the ids found, the indexes the plan read) of one hybrid search of the agent, with `indexes` as known."""
     monkeypatch.setattr(hybrid, "OWN_INDEXES", indexes)
-    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=QUERY, terms=["passage"], k=10)
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, SearchQuery("passage", k=10), QUERY)
     read = {node.get("Index Name") for node in plan_nodes(url, sql, params)} - {None}
     found = [row[0] for row in run_sql(url, sql, params)]
     return found, read

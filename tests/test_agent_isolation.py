@@ -13,6 +13,7 @@ from app.memory.archival.repository import PassageRepository
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes, hybrid
 from app.memory.search.agent_indexes import OwnIndexes
+from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
 from tests.conftest import build_own_indexes, create_database, plan_nodes, run_sql
 
@@ -20,7 +21,8 @@ AGENTS = 1000
 PASSAGES_PER_AGENT = 12
 K = 10
 
-# Every passage shares the words "shared memory"; agent n's also hold "agentN". Vectors: one common direction plus
+# Every passage shares the words "shared memory" (stored as their lexical tokens, "share memori", as the service
+# stores them); agent n's also hold "agentN". Vectors: one common direction plus
 # a small per-passage wobble, so every row of every agent is near the query.
 FILL = f"""
 WITH agents AS (
@@ -29,7 +31,7 @@ WITH agents AS (
     RETURNING id, name
 )
 INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at)
-SELECT gen_random_uuid(), a.id, 'shared memory ' || a.name, 'shared memory agent' || split_part(a.name, ' ', 2),
+SELECT gen_random_uuid(), a.id, 'shared memory ' || a.name, 'share memori agent' || split_part(a.name, ' ', 2),
        (SELECT ('[' || string_agg((1 + 0.05 * sin(p * 7 + d * 13 + length(a.name)))::text, ',') || ']')::vector
         FROM generate_series(1, {E5_DIM}) AS d),
        'synthetic', '{{}}', now()
@@ -60,7 +62,7 @@ def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, in
                 bait = agents[(i + 1) % len(agents)][1]
                 async with sessions() as session:
                     matches = await PassageRepository(session).hybrid_search(
-                        agent_id, embedding=query, terms=["shared", "memory", f"agent{bait}"], k=K
+                        agent_id, SearchQuery(f"shared memory agent{bait}", k=K), query
                     )
                 foreign += sum(m.passage.agent_id != agent_id for m in matches)
                 short += len(matches) < K
@@ -92,7 +94,7 @@ def test_search_never_returns_another_agents_rows(crowded_database: str, route: 
 def test_text_index_returns_only_the_agents_own_rows(crowded_database: str) -> None:
     """ "shared" is in all 12,000 rows; the index, asked for the term and the agent, gives back the agent's 12."""
     [(agent_id,)] = run_sql(crowded_database, "SELECT id FROM agents WHERE name = 'crowd 7'")
-    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[1.0] * E5_DIM, terms=["shared"], k=K, mode="text")
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, SearchQuery("shared", k=K, mode="text"), [1.0] * E5_DIM)
     nodes = plan_nodes(crowded_database, sql, params)
     text_scans = [node for node in nodes if node.get("Index Name") == "ix_archival_passages_agent_tsv"]
     assert [node["Actual Rows"] for node in text_scans] == [PASSAGES_PER_AGENT]

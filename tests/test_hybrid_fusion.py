@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.memory.recall.service import RecallMemory
+from app.memory.search.query import SearchQuery
 from app.runtime import runtime
 from app.settings import E5_DIM, Settings
 from tests.conftest import checked_client, create_database
@@ -252,7 +253,9 @@ def test_in_recall_memory_the_speaker_is_the_role(hand_placed: TestClient) -> No
     async def asked_by_the_agent(query: str) -> list[str]:  # its conversation_search: "I" is the assistant
         state = runtime(hand_placed.app)
         async with state.sessions() as session:
-            found = await RecallMemory(session, state.embedder).search(uuid.UUID(agent["id"]), query, k=10, asker="assistant")
+            found = await RecallMemory(session, state.embedder).search(
+                uuid.UUID(agent["id"]), SearchQuery(query, k=10, asker="assistant")
+            )
         return [m.content for m, _ in found]
 
     assert hand_placed.portal is not None

@@ -10,11 +10,12 @@ from fastapi.testclient import TestClient
 
 from app.memory.models import ArchivalPassage
 from app.memory.search import hybrid
+from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
 from tests.conftest import plan_nodes, plan_subtree, run_sql
 
 # Terms and how many passages hold each: the rarest three hold 1,500 rows, the fourth would make 2,400.
-DOCUMENT_FREQUENCIES = {"alpha": 300, "bravo": 500, "charli": 700, "delta": 900}
+DOCUMENT_FREQUENCIES = {"alpha": 300, "bravo": 500, "echo": 700, "delta": 900}
 
 
 def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
@@ -29,12 +30,11 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
             {"term": term},
         )
     assert hybrid.PROBE_ROWS == 1000
-    sql, params = hybrid.search_statement(
-        ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=list(DOCUMENT_FREQUENCIES), k=10, mode="text"
-    )
+    query = SearchQuery(" ".join(DOCUMENT_FREQUENCIES), k=10, mode="text")
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, query, [0.05] * E5_DIM)
     # The statement's own CTEs, asked how many rows its lexical side matched.
     matched = sql[: sql.index(", top AS (")] + "\nSELECT count(*) FROM matches"
-    # alpha, bravo (300 rarer rows) and charli (800) find candidates; delta (1,500 rarer rows) only scores them.
+    # alpha, bravo (300 rarer rows) and echo (800) find candidates; delta (1,500 rarer rows) only scores them.
     assert run_sql(database_url, matched, params) == [(1500,)]
 
     found = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "alpha delta", "k": 5, "mode": "text"})
@@ -86,7 +86,7 @@ def test_past_the_match_cap_the_rows_kept_are_the_best_ranked(
         hybrid._sql.cache_clear()
         try:
             sql, params = hybrid.search_statement(
-                ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10, mode="text"
+                ArchivalPassage, agent_id, SearchQuery("alpha", k=10, mode="text"), [0.05] * E5_DIM
             )
         finally:
             hybrid._sql.cache_clear()
@@ -107,7 +107,7 @@ def test_the_candidate_lists_meet_without_comparing_every_pair(client: TestClien
     agent_id = uuid.UUID(agent["id"])
     store(database_url, agent_id, alpha_or_bravo(every=2, rows=600))
     run_sql(database_url, "ANALYZE archival_passages")
-    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, SearchQuery("alpha", k=10), [0.05] * E5_DIM)
     compared = sum(node.get("Rows Removed by Join Filter", 0) for node in plan_nodes(database_url, sql, params))
     assert compared < 1000
 
@@ -123,7 +123,7 @@ def test_the_lexical_candidates_are_found_through_the_text_index_alone(
     for owner, rows in ((agent_id, 5000), (uuid.UUID(neighbour), 20000)):  # the agent is a quarter of the table
         store(database_url, owner, alpha_or_bravo(every=50, rows=rows))
     run_sql(database_url, "ANALYZE archival_passages")
-    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, embedding=[0.05] * E5_DIM, terms=["alpha"], k=10)
+    sql, params = hybrid.search_statement(ArchivalPassage, agent_id, SearchQuery("alpha", k=10), [0.05] * E5_DIM)
     [bm25] = [node for node in plan_nodes(database_url, sql, params) if node.get("Subplan Name") == "CTE bm25"]
     indexes = {node.get("Index Name") for node in plan_subtree(bm25)} - {None}
     assert indexes == {"ix_archival_passages_agent_tsv"}

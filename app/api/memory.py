@@ -26,7 +26,7 @@ from app.memory.schemas import (
     PassageSupersede,
     RevisionRead,
 )
-from app.memory.search.query import Mode
+from app.memory.search.query import Mode, SearchQuery
 from app.memory.timeline import supersede
 from app.pagination import Page
 
@@ -199,17 +199,8 @@ async def search_or_list_passages(
     validity = Validity(as_of=as_of, include_superseded=include_superseded)
     tag_list = split_tags(tags)
     if query is not None:
-        matches = await archival.search(
-            agent.id,
-            query,
-            k=k,
-            tags=tag_list,
-            after=after,
-            before=before,
-            min_score=min_score,
-            mode=mode,
-            validity=validity,
-        )
+        search = SearchQuery(query, k=k, after=after, before=before, mode=mode)
+        matches = await archival.search(agent.id, search, tags=tag_list, min_score=min_score, validity=validity)
         return Page[PassageRead](items=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
     page, next_cursor = await archival.page(
         agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before, validity=validity
@@ -246,10 +237,7 @@ async def list_messages(
     if query is not None:
         hits = await recall.search(
             agent.id,
-            query,
-            k=limit,
-            after=after,
-            before=before,
+            SearchQuery(query, k=limit, after=after, before=before),
             below_seq=None if include_context else agent.context_start_seq,
         )
         return Page[MessageRead](items=[MessageRead.of(m, score=h.score) for m, h in hits])

@@ -17,6 +17,7 @@ from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage
 from app.memory.recall.service import RecallMemory
 from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank
+from app.memory.search.query import SearchQuery
 from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
 
@@ -165,9 +166,8 @@ async def archival_memory_supersede(ctx: ToolContext, args: ArchivalMemorySupers
 
 
 async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -> str:
-    matches = await ArchivalMemory(ctx.session, ctx.embedder).search(
-        ctx.agent_id, args.query, k=args.k * (args.page + 1), tags=args.tags, asker="assistant"
-    )
+    query = SearchQuery(args.query, k=args.k * (args.page + 1), asker="assistant")
+    matches = await ArchivalMemory(ctx.session, ctx.embedder).search(ctx.agent_id, query, tags=args.tags)
     page = matches[args.page * args.k :]
     if not page:
         return "No archival memories match." if args.page == 0 else "No more results."
@@ -176,9 +176,8 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
-    hits = await RecallMemory(ctx.session, ctx.embedder).search(
-        ctx.agent_id, args.query, k=PAGE_SIZE * (args.page + 1), below_seq=ctx.context_start_seq, asker="assistant"
-    )
+    query = SearchQuery(args.query, k=PAGE_SIZE * (args.page + 1), asker="assistant")
+    hits = await RecallMemory(ctx.session, ctx.embedder).search(ctx.agent_id, query, below_seq=ctx.context_start_seq)
     page = hits[args.page * PAGE_SIZE :]
     if not page:
         return "No earlier messages match." if args.page == 0 else "No more results."

@@ -22,6 +22,7 @@ from app.letta_api.schemas import (
 from app.memory.archival.service import NewPassage
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
+from app.memory.search.query import SearchQuery
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
 
@@ -92,7 +93,7 @@ async def list_passages(
 ) -> list[LettaPassage]:
     """The agent's current passages, oldest first unless `ascending=false`; with `search`, the best matches."""
     if search is not None:
-        return [LettaPassage.of(m.passage) for m in await archival.search(agent.id, search, k=min(limit, 100))]
+        return [LettaPassage.of(m.passage) for m in await archival.search(agent.id, SearchQuery(search, k=min(limit, 100)))]
 
     async def fetch(cursor: str | None) -> tuple[Sequence[ArchivalPassage], str | None]:
         return await archival.page(agent.id, limit=WALK_PAGE, cursor=cursor)
@@ -124,11 +125,8 @@ async def search_passages(
     k = top_k or 5
     # Engram filters by all the tags given: "any" of several is the union of one search per tag, best first.
     filters = [[tag] for tag in tags] if tags and tag_match_mode == "any" and len(tags) > 1 else [tags or None]
-    found = [
-        match
-        for tag_filter in filters
-        for match in await archival.search(agent.id, query, k=k, tags=tag_filter, after=start_datetime, before=end_datetime)
-    ]
+    search = SearchQuery(query, k=k, after=start_datetime, before=end_datetime)
+    found = [match for tag_filter in filters for match in await archival.search(agent.id, search, tags=tag_filter)]
     best = {m.passage.id: m for m in sorted(found, key=lambda m: m.score)}  # a passage found twice: its best score
     matches = sorted(best.values(), key=lambda m: m.score, reverse=True)[:k]
     results = [

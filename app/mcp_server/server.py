@@ -46,6 +46,7 @@ from app.memory.schemas import (
     NonBlank,
     PassageRead,
 )
+from app.memory.search.query import SearchQuery
 from app.runtime import Runtime
 
 INSTRUCTIONS = """Engram gives AI agents long-term memory. Each agent has three memories: core memory (a few short,
@@ -187,7 +188,8 @@ def build_server(
         query as the fact you are looking for ("where does the user work"); any language works."""
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id) as (session, agent):
-            matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, query, k=k, tags=tags)
+            search = SearchQuery(query, k=k)
+            matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, search, tags=tags)
             return PassageList(passages=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
 
     @server.tool(annotations=READ_ONLY)
@@ -197,7 +199,7 @@ def build_server(
         and assistant messages, best first, with when they were said and the turn they belong to."""
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id) as (session, agent):
-            hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, query, k=k)
+            hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, SearchQuery(query, k=k))
             return ConversationHits(messages=[ConversationHit.of(m, score=h.score) for m, h in hits])
 
     @server.tool(annotations=READ_ONLY)

@@ -38,6 +38,7 @@ from app.memory.recollection_gate import (
 )
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
+from app.memory.search.query import SearchQuery
 
 
 @dataclass
@@ -121,13 +122,13 @@ class Recollector:
                 kind, row.id, content, row.occurred_at, hit.similarity, margin, covered, hit.score, speaker, min_margin=bar
             )
 
+        search = SearchQuery(query, k=searched)  # one query, its terms, dates and speakers read once for both
+
         async def archival(session: AsyncSession) -> list[Recollection]:
             if "archival" not in kinds:
                 return []
             validity = Validity(as_of=as_of) if as_of else CURRENT
-            found = await ArchivalMemory(session, self.embedder).search(
-                agent_id, query, k=searched, vector=embedding, validity=validity
-            )
+            found = await ArchivalMemory(session, self.embedder).search(agent_id, search, vector=embedding, validity=validity)
             return [
                 recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity)) for m in found
             ]
@@ -136,7 +137,7 @@ class Recollector:
             found = []
             if "recall" in kinds:
                 messages = await RecallMemory(session, self.embedder).search(
-                    agent_id, query, k=searched, below_seq=below_seq, vector=embedding, as_of=as_of
+                    agent_id, search, below_seq=below_seq, vector=embedding, as_of=as_of
                 )
                 found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
             return found, await core(session, agent_id, as_of) if include_core else None

@@ -15,7 +15,7 @@ from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
 from app.memory.search.hybrid import hybrid_search
 from app.memory.search.named_speakers import SPEAKER_LABEL_SQL
-from app.memory.search.query import Mode
+from app.memory.search.query import SearchQuery
 from app.models_base import orm_attribute
 
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
@@ -157,16 +157,10 @@ class PassageRepository:
     async def hybrid_search(
         self,
         agent_id: uuid.UUID,
-        *,
+        query: SearchQuery,
         embedding: list[float],
-        terms: list[str],
-        dates: list[tuple[datetime, datetime]] | None = None,
-        speakers: list[str] | None = None,
-        k: int,
+        *,
         tags: list[str] | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
-        mode: Mode = "hybrid",
         validity: Validity = CURRENT,
     ) -> list[PassageMatch]:
         valid, valid_params = validity.sql()
@@ -174,16 +168,10 @@ class PassageRepository:
             self.session,
             ArchivalPassage,
             agent_id,
-            embedding=embedding,
-            terms=terms,
-            dates=dates,
-            speakers=speakers,
-            k=k,
-            mode=mode,
+            query,
+            embedding,
             where=[*valid, *(["tags @> CAST(:tags AS text[])"] if tags else [])],
             params={"tags": tags, **valid_params},
-            after=after,
-            before=before,
             sequence=("created_at", "id"),
             speaker=SPEAKER_LABEL_SQL,
         )

@@ -14,8 +14,8 @@ from app.llm.embeddings import Embedder
 from app.memory.archival.repository import PassageMatch, PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
-from app.memory.search import lexical, named_speakers
-from app.memory.search.query import Mode, what_the_query_names
+from app.memory.search import lexical
+from app.memory.search.query import SearchQuery
 from app.pagination import decode_time_cursor, split_page
 
 NEAR_DUPLICATE_CANDIDATE_SIMILARITY = 0.9
@@ -90,31 +90,18 @@ class ArchivalMemory:
     async def search(
         self,
         agent_id: uuid.UUID,
-        query: str,
+        query: SearchQuery,
         *,
-        k: int = 5,
         tags: list[str] | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
         min_score: float = 0.0,
-        mode: Mode = "hybrid",
         vector: list[float] | None = None,
         validity: Validity = CURRENT,
-        asker: named_speakers.Asker = "user",
     ) -> list[PassageMatch]:
         """`vector`: the query's embedding, when the caller has it already; `validity`: which passages (by default
-        the current ones); `asker`: who wrote the query (named_speakers.speakers)."""
-        embedding = vector if vector is not None else await self.embedder.embed_query(query)
+        the current ones)."""
+        embedding = vector if vector is not None else await self.embedder.embed_query(query.text)
         matches = await self.passages.hybrid_search(
-            agent_id,
-            embedding=embedding,
-            **what_the_query_names(query, asker),
-            k=k,
-            tags=normalise_tags(tags or []),
-            after=after,
-            before=before,
-            mode=mode,
-            validity=validity,
+            agent_id, query, embedding, tags=normalise_tags(tags or []), validity=validity
         )
         return [m for m in matches if m.score >= min_score]
 

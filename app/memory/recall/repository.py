@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.models import Message
 from app.memory.search.hybrid import Hit, hybrid_search
+from app.memory.search.query import SearchQuery
 from app.models_base import orm_attribute
 
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
@@ -127,15 +128,10 @@ class MessageRepository:
     async def search(
         self,
         agent_id: uuid.UUID,
-        *,
+        query: SearchQuery,
         embedding: list[float],
-        terms: list[str],
-        dates: list[tuple[datetime, datetime]] | None = None,
-        speakers: list[str] | None = None,
-        k: int,
+        *,
         below_seq: int | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
         said_by: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
         """`said_by`: only messages that had been said by then (occurred_at), as memory stood at that time."""
@@ -147,15 +143,10 @@ class MessageRepository:
             self.session,
             Message,
             agent_id,
-            embedding=embedding,
-            terms=terms,
-            dates=dates,
-            speakers=speakers,
-            k=k,
+            query,
+            embedding,
             where=["role IN ('user', 'assistant')", *below],
             params={"below_seq": below_seq, "said_by": said_by},
-            after=after,
-            before=before,
             sequence=("seq",),
             speaker="t.role",
         )

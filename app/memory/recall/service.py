@@ -9,9 +9,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.llm.embeddings import Embedder
 from app.memory.models import Message
 from app.memory.recall.repository import MessageRepository
-from app.memory.search import named_speakers
 from app.memory.search.hybrid import Hit
-from app.memory.search.query import what_the_query_names
+from app.memory.search.query import SearchQuery
 from app.pagination import decode_seq_cursor, split_page
 
 
@@ -29,33 +28,19 @@ class RecallMemory:
     async def search(
         self,
         agent_id: uuid.UUID,
-        query: str,
+        query: SearchQuery,
         *,
-        k: int,
         below_seq: int | None = None,
-        after: datetime | None = None,
-        before: datetime | None = None,
         vector: list[float] | None = None,
-        asker: named_speakers.Asker = "user",
         as_of: datetime | None = None,
     ) -> list[tuple[Message, Hit]]:
         """`below_seq`: only messages before it (the start of the context); `vector`: the query's embedding, when
-        the caller has it already; `asker`: who wrote the query (named_speakers.speakers); `as_of`: only messages
-        said by then."""
+        the caller has it already; `as_of`: only messages said by then."""
         embedding = vector
         if embedding is None:
             assert self.embedder is not None, "searching by text needs the embedder"
-            embedding = await self.embedder.embed_query(query)
-        return await self.messages.search(
-            agent_id,
-            embedding=embedding,
-            **what_the_query_names(query, asker),
-            k=k,
-            below_seq=below_seq,
-            after=after,
-            before=before,
-            said_by=as_of,
-        )
+            embedding = await self.embedder.embed_query(query.text)
+        return await self.messages.search(agent_id, query, embedding, below_seq=below_seq, said_by=as_of)
 
     async def page(
         self,

@@ -46,7 +46,6 @@ import functools
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Float, column, select, text
@@ -55,7 +54,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.models import AGENT_TSV_EXPRESSION, ArchivalPassage, Message
 from app.memory.search.agent_indexes import OWN_INDEXES
-from app.memory.search.query import Mode
+from app.memory.search.query import Mode, SearchQuery
 from app.metrics import SEARCH_SECONDS
 from app.models_base import orm_attribute, table_of
 
@@ -324,51 +323,46 @@ ORDER BY top.score DESC, top.similarity DESC, top.id
 def search_statement(
     model: type[Row],
     agent_id: uuid.UUID,
-    *,
+    query: SearchQuery,
     embedding: list[float],
-    terms: list[str],
-    k: int,
+    *,
     where: list[str] | None = None,
     params: dict[str, Any] | None = None,
-    after: datetime | None = None,
-    before: datetime | None = None,
-    mode: Mode = "hybrid",
     sequence: tuple[str, ...] | None = None,
-    dates: list[tuple[datetime, datetime]] | None = None,
     speaker: str | None = None,
-    speakers: list[str] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE).
-    `where`: extra trusted SQL conditions over the table, their values bound through `params`; `sequence`: the
-    columns that order the agent's rows as they were written (a reply follows its question), None: no such order;
-    `dates`: the spans of the dates the query names (named_dates.spans), whose rows gain DATE_SHARE; `speaker`: an SQL
-    expression over the row `t` for who said it (lower case), None: rows have no speaker; `speakers`: those the query
-    names (named_speakers.speakers), whose rows gain SPEAKER_SHARE."""
+    """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE). `embedding`: the
+    query's vector; the rest is the table's: `where`, extra trusted SQL conditions over it, their values bound
+    through `params`; `sequence`: the columns that order the agent's rows as they were written (a reply follows its
+    question), None: no such order; `speaker`: an SQL expression over the row `t` for who said it (lower case), None:
+    rows have no speaker. Rows from the dates the query names gain DATE_SHARE, rows said by those it names
+    SPEAKER_SHARE."""
     where = list(where or [])
     params = {
         **(params or {}),
         "agent_id": agent_id,
         "embedding": vector_literal(embedding),
-        "k": k,
-        "terms": list(dict.fromkeys(terms)),  # a repeated term would count twice in `bound` alone
+        "k": query.k,
+        "terms": list(dict.fromkeys(query.terms)),  # a repeated term would count twice in `bound` alone
     }
-    if after:
+    if query.after:
         where.append("created_at > :after")
-        params["after"] = after
-    if before:
+        params["after"] = query.after
+    if query.before:
         where.append("created_at < :before")
-        params["before"] = before
+        params["before"] = query.before
     table = table_of(model)
     own_index = agent_id if OWN_INDEXES.has(table.name, agent_id) else None
-    if mode != "hybrid":  # each row on its own signal alone
-        dates = speakers = None
+    hybrid = query.mode == "hybrid"  # the other modes rank each row on its own signal alone
+    dates = query.dates if hybrid else []
+    speakers = query.speakers if hybrid and speaker else []
     if dates:
         params["named_from"] = [start for start, _ in dates]
         params["named_to"] = [stop for _, stop in dates]
-    if speaker and speakers:
+    if speakers:
         params["speakers"] = speakers
     bonus = _bonus(bool(dates), speaker if speakers else None)
-    return _sql(table.name, _columns(model), " AND ".join(where) or "TRUE", mode, sequence, own_index, bonus), params
+    return _sql(table.name, _columns(model), " AND ".join(where) or "TRUE", query.mode, sequence, own_index, bonus), params
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -393,9 +387,11 @@ def _query(model: type[Row], sql: str) -> Any:
     )
 
 
-async def hybrid_search(session: AsyncSession, model: type[Row], agent_id: uuid.UUID, **search: Any) -> list[tuple[Row, Hit]]:
-    """The ranked rows of `model` for one agent; `search`: the keyword arguments of `search_statement`."""
-    sql, params = search_statement(model, agent_id, **search)
+async def hybrid_search(
+    session: AsyncSession, model: type[Row], agent_id: uuid.UUID, query: SearchQuery, embedding: list[float], **table: Any
+) -> list[tuple[Row, Hit]]:
+    """The ranked rows of `model` for one agent; `table`: the keyword arguments of `search_statement`."""
+    sql, params = search_statement(model, agent_id, query, embedding, **table)
     started = time.perf_counter()
     # One round trip: the ranked rows come back whole, with their scores.
     found = (await session.execute(_query(model, sql), params)).all()

@@ -1,25 +1,40 @@
-"""What a search asks besides its vector: the lexical terms, the dates and the speakers its text names, and how it
-ranks (`Mode`)."""
+"""A search's settings as one value, carried unchanged from whoever asks (a router, an agent's tool, recollection,
+a bench) through the memory's service and repository to the SQL statement (app/memory/search/hybrid.py)."""
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, TypedDict
+from functools import cached_property
+from typing import Literal
 
 from app.memory.search import lexical, named_dates, named_speakers
 
+# hybrid: the fused ranking; vector, text: each signal alone (baselines, and the API's `mode`)
 Mode = Literal["hybrid", "vector", "text"]
 
 
-class QuerySignals(TypedDict):
-    terms: list[str]
-    dates: list[tuple[datetime, datetime]]
-    speakers: list[str]
+@dataclass(frozen=True)
+class SearchQuery:
+    """What is asked and who asks it (`asker`: the user, or the agent itself searching for the user), how many hits
+    (`k`), the rows stored after / before a moment, and how they are ranked. What the statement ranks by besides the
+    query's vector — the text's lexical terms, the dates and the speakers it names — is read off the text."""
 
+    text: str
+    k: int = 5
+    after: datetime | None = None
+    before: datetime | None = None
+    mode: Mode = "hybrid"
+    asker: named_speakers.Asker = "user"
 
-def what_the_query_names(query: str, asker: named_speakers.Asker) -> QuerySignals:
-    """What the hybrid statement ranks by besides the query's vector: its lexical terms, the dates and the speakers
-    it names (`asker`: who wrote it, named_speakers.speakers)."""
-    return {
-        "terms": lexical.query_terms(query),
-        "dates": named_dates.spans(query),
-        "speakers": named_speakers.speakers(query, asker),
-    }
+    @cached_property
+    def terms(self) -> list[str]:
+        return lexical.query_terms(self.text)
+
+    @cached_property
+    def dates(self) -> list[tuple[datetime, datetime]]:
+        """The spans of the dates the text names (named_dates.spans)."""
+        return named_dates.spans(self.text)
+
+    @cached_property
+    def speakers(self) -> list[str]:
+        """Those the text names as speakers, from `asker`'s side (named_speakers.speakers)."""
+        return named_speakers.speakers(self.text, self.asker)
