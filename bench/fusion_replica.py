@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memory.search import hybrid, lexical, named_dates, named_speakers
+from app.memory.search import bm25, hybrid, lexical, named_dates, named_speakers
 
 WORD = re.compile(r"\w+")
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
@@ -30,8 +30,8 @@ class Design:
     vector_weight: float = hybrid.VECTOR_WEIGHT["hybrid"]
     centre_share: float = hybrid.CENTRE_SHARE["hybrid"]  # of the vector candidates' mean, taken from the query
     candidates: int = hybrid.CANDIDATES_PER_LIST
-    k1: float = hybrid.BM25_K1
-    b: float = hybrid.BM25_B
+    k1: float = bm25.BM25_K1
+    b: float = bm25.BM25_B
     # The lexical score's scale: BM25 / max(best match in the pool, lexical_floor x the query's bound). 1.0: the
     # bound alone (a share of the query's lexical evidence), as the service; 0.0: the best match alone.
     lexical_floor: float = 1.0

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.memory.models import ArchivalPassage
-from app.memory.search import hybrid
+from app.memory.search import bm25, hybrid
 from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
 from tests.conftest import plan_nodes, plan_subtree, run_sql
@@ -29,7 +29,7 @@ def test_lexical_candidates_come_from_the_rarest_terms_within_the_row_budget(
             f"SELECT CAST(:term AS text) || ' note ' || i FROM generate_series(1, {count}) AS i",
             {"term": term},
         )
-    assert hybrid.PROBE_ROWS == 1000
+    assert bm25.PROBE_ROWS == 1000
     query = SearchQuery(" ".join(DOCUMENT_FREQUENCIES), k=10, mode="text")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, query, [0.05] * E5_DIM)
     # The statement's own CTEs, asked how many rows its lexical side matched.
@@ -82,7 +82,7 @@ def test_past_the_match_cap_the_rows_kept_are_the_best_ranked(
         store(database_url, agent_id, f"SELECT CAST(:line AS text) FROM generate_series(1, {count})", {"line": line})
 
     def ctes(cap: int, query: str) -> list[tuple]:
-        monkeypatch.setattr(hybrid, "MAX_LEXICAL_MATCHES", cap)
+        monkeypatch.setattr(bm25, "MAX_LEXICAL_MATCHES", cap)
         hybrid._sql.cache_clear()
         try:
             sql, params = hybrid.search_statement(

@@ -16,13 +16,15 @@ class WatcherQueue(asyncio.Queue[Event | None]):
     """A watcher's events. A delta that finds the previous one of the same message still waiting joins it: a reader
     slower than the model gets the reply in longer pieces rather than falling behind (or being let go) over them."""
 
+    def _init(self, maxsize: int) -> None:
+        self._queue: deque[Event | None] = deque()  # what asyncio.Queue's own _init makes, typed
+
     def _put(self, item: Event | None) -> None:
-        waiting: deque[Event | None] = self._queue  # type: ignore[attr-defined]  # asyncio.Queue's own store
-        last = waiting[-1] if waiting else None
+        last = self._queue[-1] if self._queue else None
         if isinstance(item, MessageDelta) and isinstance(last, MessageDelta) and last.call_id == item.call_id:
-            waiting[-1] = last.model_copy(update={"text": last.text + item.text, "seq": item.seq})
+            self._queue[-1] = last.model_copy(update={"text": last.text + item.text, "seq": item.seq})
         else:
-            waiting.append(item)
+            self._queue.append(item)
 
 
 class EventHub:

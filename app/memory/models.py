@@ -3,6 +3,7 @@ message ever exchanged)."""
 
 import json
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +39,8 @@ AGENT_TSV_EXPRESSION = "(tsv || array_to_tsvector(ARRAY['agent ' || agent_id::te
 
 
 def _when_stored(context: DefaultExecutionContext) -> Any:
-    return context.get_current_parameters()["created_at"]  # type: ignore[no-untyped-call]  # untyped in SQLAlchemy
+    parameters: Callable[[], dict[str, Any]] = context.get_current_parameters  # SQLAlchemy leaves it untyped
+    return parameters()["created_at"]
 
 
 def occurred_field() -> Any:

@@ -52,19 +52,14 @@ from sqlalchemy import Float, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.models import AGENT_TSV_EXPRESSION, ArchivalPassage, Message
+from app.memory.models import ArchivalPassage, Message
+from app.memory.search import bm25
 from app.memory.search.agent_indexes import OWN_INDEXES
 from app.memory.search.query import Mode, SearchQuery
 from app.metrics import SEARCH_SECONDS
 from app.models_base import orm_attribute, table_of
 
 CANDIDATES_PER_LIST = 100
-BM25_K1 = 1.2
-BM25_B = 0.75
-# Rows scored by BM25 at most (those with the best ts_rank): bounds the work for a term that matches everything.
-MAX_LEXICAL_MATCHES = 2000
-# Candidate rows are found through the rarest query terms whose rows add up to about this many (see `probe`).
-PROBE_ROWS = 1000
 # Weight of the normalised cosine similarity; the rest goes to normalised BM25.
 VECTOR_WEIGHT = {"hybrid": 0.4, "vector": 1.0, "text": 0.0}
 # The hybrid's cosine is taken to the query less this share of its vector candidates' mean (`_centred`); the
@@ -128,7 +123,7 @@ def _centred(similarity: str, row: str, centre_share: float) -> str:
         return similarity
     # <#> is the negative inner product; coalesce: no candidates, no centring
     mean_product = f"({row}.embedding <#> (SELECT total FROM centre)) / (SELECT n FROM centre)"
-    return f"{similarity} + {_float(centre_share)} * coalesce({mean_product}, 0)"
+    return f"{similarity} + {bm25.float8(centre_share)} * coalesce({mean_product}, 0)"
 
 
 def _fused(table: str, vector_weight: float, centre_share: float, bonus: str) -> str:
@@ -171,9 +166,9 @@ def _bonus(dated: bool, speaker: str | None) -> str:
         terms.append(f"""CASE WHEN EXISTS (
                SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
                WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
-           ) THEN {_float(DATE_SHARE)} ELSE 0 END""")
+           ) THEN {bm25.float8(DATE_SHARE)} ELSE 0 END""")
     if speaker:
-        terms.append(f"CASE WHEN {speaker} = ANY(CAST(:speakers AS text[])) THEN {_float(SPEAKER_SHARE)} ELSE 0 END")
+        terms.append(f"CASE WHEN {speaker} = ANY(CAST(:speakers AS text[])) THEN {bm25.float8(SPEAKER_SHARE)} ELSE 0 END")
     return " + ".join(terms) or "0"
 
 
@@ -219,81 +214,6 @@ lead AS (
 )"""
 
 
-def _statistics(table: str) -> str:
-    """The agent's document count and mean length, kept on write (migration 0005): no scan of its rows."""
-    return f"""
-stats AS (
-    SELECT coalesce(max(docs), 0) AS n, greatest(coalesce(max(tokens)::float8 / nullif(max(docs), 0), 1), 1) AS avgdl
-    FROM lexical_corpus WHERE agent_id = :agent_id AND source = '{table}'
-)"""
-
-
-def _lexical(table: str, filters: str, limit: int) -> str:
-    """BM25 of the candidate rows (those holding one of the query's rarer terms, see `probe`), scored on every
-    query term, and the top `limit` of them. The candidates come from the full-text index, asked for the terms AND
-    the agent (AGENT_TSV_EXPRESSION): GIN intersects the posting lists, so only the agent's own rows are read, in a
-    table of one agent or of thousands, and never more of them than the probe's terms hold. `filters`: the row
-    conditions beyond the agent (SQL, "TRUE" for none); the agent's own `agent_id = …` stays out, or the planner
-    intersects GIN's rows with every row of the agent from its btree (10 ms of a 100,000-passage agent's search)."""
-    return f"""
-df AS (
-    -- float8 throughout: numeric arithmetic (what the literals would make it) costs microseconds a row
-    SELECT term, df, {_idf("(SELECT n FROM stats)", "df")} AS idf FROM lexical_terms
-    WHERE agent_id = :agent_id AND source = '{table}' AND term = ANY(CAST(:terms AS text[]))
-), probe AS (
-    -- The terms that find the candidates: the rarest first, while the rows of those before stay under
-    -- {PROBE_ROWS:,} (so the rarest always, and every term while the agent is small). A row holding only common
-    -- terms carries little BM25, and as the agent grows such rows would be most of the work: this bounds it, whatever
-    -- the history. The candidates are scored on every query term.
-    -- (an empty q would leave the agent alone in the AND, matching all its rows)
-    SELECT q, CASE WHEN numnode(q) > 0 THEN q && quote_literal('agent ' || CAST(:agent_id AS uuid))::tsquery END AS in_agent
-    FROM (
-        SELECT to_tsquery('simple', string_agg(quote_literal(term), ' | ')) AS q
-        FROM (SELECT term, sum(df) OVER (ORDER BY df, term) - df AS rarer_rows FROM df) AS t
-        WHERE rarer_rows < {PROBE_ROWS}
-    ) AS terms
-), matches AS (
-    -- '{{}}' || detoasts the term counts once here: long rows keep them compressed, and each query term's `->>`
-    -- below would decompress them again (a fifth of a LongMemEval search)
-    SELECT id, '{{}}'::jsonb || term_counts AS term_counts, token_count FROM {table}, probe
-    WHERE ({filters}) AND {AGENT_TSV_EXPRESSION} @@ probe.in_agent
-    ORDER BY ts_rank(tsv, probe.q) DESC
-    LIMIT {MAX_LEXICAL_MATCHES if limit else 0}
-), bm25 AS (
-    -- Each match scored on its own over the query's terms (the few rows of `df`), its term frequencies read from
-    -- its term counts (migration 0013; counted in its text, they were 40 % of the statement). Joined to every term
-    -- and grouped back, as before, the matches took a sort and a grouping of their own, and the sum's order (its
-    -- last bits) followed the join's plan; here it is the order of `df`'s rows.
-    SELECT m.id, s.score
-    FROM matches m CROSS JOIN stats CROSS JOIN LATERAL (
-        SELECT sum(
-            df.idf * c.tf * {_float(BM25_K1 + 1)}
-            / (c.tf + {_float(BM25_K1)} * ({_float(1 - BM25_B)} + {_float(BM25_B)} * m.token_count / stats.avgdl))
-        ) AS score
-        FROM df CROSS JOIN LATERAL (SELECT (m.term_counts ->> df.term)::float8 AS tf) c
-        WHERE c.tf IS NOT NULL
-    ) s
-    WHERE s.score IS NOT NULL  -- a match whose counts hold none of the terms (its lexemes and tokens disagree)
-), bound AS (
-    -- What a row matching every query term would approach: the sum of the terms' IDF x (k1 + 1). A term no
-    -- row contains has the highest IDF: a query whose content the memory lacks has weak lexical evidence.
-    SELECT sum(coalesce(df.idf, {_idf("stats.n", "0")})) * {_float(BM25_K1 + 1)} AS value
-    FROM unnest(CAST(:terms AS text[])) AS q(term) LEFT JOIN df USING (term) CROSS JOIN stats
-), lex AS (
-    SELECT id FROM bm25 ORDER BY score DESC, id LIMIT {limit}
-)"""
-
-
-def _idf(docs: str, df: str) -> str:
-    """BM25's inverse document frequency of a term in `df` of `docs` documents (SQL expressions), as float8."""
-    return f"ln(1 + ({docs} - {df} + 0.5) / ({df} + 0.5))::float8"
-
-
-def _float(value: float) -> str:
-    """A float8 literal: a bare 2.2 is numeric in PostgreSQL, and makes the arithmetic around it numeric."""
-    return f"{value!r}::float8"
-
-
 @functools.lru_cache(maxsize=1024)  # a few shapes per table (mode, filters), and one per agent with its own index
 def _sql(
     table: str, columns: str, filters: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None, bonus: str
@@ -302,9 +222,9 @@ def _sql(
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
     lex_limit = CANDIDATES_PER_LIST if mode != "vector" else 0
     ctes = [
-        _statistics(table),
+        bm25.statistics(table),
         _nearest(table, where, vec_limit, own_index),
-        _lexical(table, filters, lex_limit),
+        bm25.lexical(table, filters, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode], CENTRE_SHARE[mode], bonus),
     ]
     ranked = "fused"
