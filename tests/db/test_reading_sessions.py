@@ -1,0 +1,87 @@
+"""A request that only reads holds no transaction open: its statements commit by themselves (AUTOCOMMIT), so a
+search waiting for its query's embedding leaves no backend 'idle in transaction' (and spares BEGIN and COMMIT)."""
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from app.llm.embeddings import Embedder
+from app.main import create_app
+from app.settings import Settings
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from tests.support.chat import block_value, chat
+from tests.support.service import checked_client
+
+EMBEDDING_SECONDS = 0.6
+
+
+class SlowQueries:
+    """The test embedder, taking its time over queries: long enough to look at the database meanwhile."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
+        self.asked = threading.Event()
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.asked.set()
+        await asyncio.sleep(EMBEDDING_SECONDS)
+        return await self.inner.embed_query(text)
+
+
+async def _idle_in_transaction(database_url: str) -> int:
+    connection = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    try:
+        return await connection.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
+        )
+    finally:
+        await connection.close()
+
+
+def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
+    slow = SlowQueries(embedder)
+    with checked_client(create_app(settings, embedder=slow)) as client:
+        agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
+        base = f"/v1/agents/{agent['id']}/archival"
+        assert client.post(base, json={"content": "The user's sister lives in Osaka."}).status_code == 201
+        answers: list[int] = []
+        search = threading.Thread(target=lambda: answers.append(client.get(base, params={"query": "sister?"}).status_code))
+        search.start()
+        assert slow.asked.wait(timeout=10)  # the agent is looked up; the query is being embedded
+        assert settings.database_url
+        held = asyncio.run(_idle_in_transaction(settings.database_url))
+        search.join(timeout=30)
+    assert answers == [200]
+    assert held == 0
+
+
+def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
+    # The step's read (the agent, recollection's searches, the blocks, the messages) holds no transaction either:
+    # its BEGIN and COMMIT were two round trips of every step. What it writes goes in the step's own transaction.
+    block_reads: list[object] = []
+
+    def record(conn, _cursor, statement: str, *_: object) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().startswith("SELECT") and "FROM memory_blocks" in statement:
+            block_reads.append(conn.get_execution_options().get("isolation_level"))
+
+    with checked_client(create_app(settings, embedder=embedder)) as client:
+        agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
+        llm.reset(tools(call("core_memory_append", label="human", content="Lives in Osaka."), call("send_message", text="ok")))
+        event.listen(Engine, "before_cursor_execute", record)
+        try:
+            turn = chat(client, agent, "I moved to Osaka.")
+        finally:
+            event.remove(Engine, "before_cursor_execute", record)
+        human = block_value(client, agent, "human")
+    assert turn["reply"] == "ok"
+    assert "Lives in Osaka." in human  # the step's write landed
+    # the context's read of the blocks, then the tool's read of the block it changes, in the step's transaction
+    assert block_reads == ["AUTOCOMMIT", None]

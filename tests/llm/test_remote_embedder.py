@@ -1,0 +1,107 @@
+"""Turns and searches with an OpenAI-compatible embedding endpoint (the scripted server's /v1/embeddings): what is
+asked of it, and what happens when it fails or misbehaves."""
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app import db
+from app.main import create_app
+from app.memory import cohort_baseline
+from app.runtime import runtime
+from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
+from tests.support.chat import chat
+from tests.support.database import create_database, run_sql
+from tests.support.service import checked_client, scripted_settings
+
+MEMORIES = "## Possibly relevant memories"
+
+
+@contextmanager
+def remote(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[TestClient, str]]:
+    """A service on a database of its own whose embedder is the scripted endpoint (no retries), and that database."""
+    url = create_database(postgres_server, f"engram_remote_{uuid.uuid4().hex[:8]}")
+    db.run_migrations(url, EMBEDDING_DIM)
+    hashed = {"embedding_provider": "openai", "embedding_model": "hashed", "embedding_dim": EMBEDDING_DIM}
+    with checked_client(create_app(scripted_settings(url, llm, embedding_base_url=llm.url, **hashed))) as client:
+        yield client, url
+
+
+def stored_vectors(url: str, agent: dict, count: int) -> dict[str, str]:
+    """Role -> vector of the agent's embedded messages, once `count` of them are (they are stored in the background)."""
+    vectors = "SELECT role, embedding::text FROM messages WHERE agent_id = :a AND embedding_model = 'hashed'"
+    deadline = time.monotonic() + 10
+    while len(stored := dict(run_sql(url, vectors, {"a": uuid.UUID(agent["id"])}))) < count:
+        assert time.monotonic() < deadline, "the turn's messages were not embedded"
+        time.sleep(0.05)
+    return stored
+
+
+def test_a_symmetric_embedder_embeds_the_users_message_once(postgres_server: object, llm: ScriptedLLM) -> None:
+    """An OpenAI-compatible endpoint embeds queries and passages alike: the vector that searched memory for the
+    user's message is the one stored for it, not asked for again."""
+    with remote(postgres_server, llm) as (client, url):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        llm.reset(tools(call("send_message", text="Kyoto is lovely in autumn")))
+        llm.embedding_requests.clear()
+        chat(client, agent, "I am planning a trip to Kyoto")
+        stored = stored_vectors(url, agent, 2)
+    asked = [text for request in llm.embedding_requests for text in request["input"]]  # generic passages too (baseline)
+    assert asked.count("I am planning a trip to Kyoto") == 1 and asked.count("Kyoto is lovely in autumn") == 1
+    assert set(stored) == {"user", "assistant"} and stored["user"] != stored["assistant"]
+
+
+def test_an_embedder_failing_recollection_costs_the_turn_its_memories_not_its_reply(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cohort_baseline, "_centroids", {})  # the baseline's generic passages, not embedded yet
+    monkeypatch.setattr(llm, "embedding_refusals", {"Photosynthesis": 503})  # one of them: the endpoint is down
+    with remote(postgres_server, llm) as (client, _):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user is planning a trip to Kyoto"})
+        llm.reset(tools(call("send_message", text="Have a good trip!")))
+        turn = chat(client, agent, "Am I planning a trip to Kyoto?")
+        assert (turn["status"], turn["reply"]) == ("completed", "Have a good trip!")
+        assert MEMORIES not in llm.requests[0]["messages"][0]["content"]
+        monkeypatch.setattr(llm, "embedding_refusals", {})  # back: the next turn recollects
+        llm.reset(tools(call("send_message", text="Kyoto!")))
+        chat(client, agent, "Am I planning a trip to Kyoto?")
+        assert "The user is planning a trip to Kyoto" in llm.requests[0]["messages"][0]["content"].split(MEMORIES)[1]
+
+
+def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_others(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with remote(postgres_server, llm) as (client, url):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        llm.reset(fallback=tools(call("send_message", text="ok")))
+        chat(client, agent, "a line the endpoint will refuse: REFUSED")
+        chat(client, agent, "an ordinary line")
+        stored_vectors(url, agent, 2)  # every message's vector, stored in the background (roles: user, assistant)
+        lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
+        run_sql(url, lose, {"a": uuid.UUID(agent["id"])})
+        monkeypatch.setattr(llm, "embedding_refusals", {"REFUSED": 400})  # too long for it, say
+        vectors = runtime(client.app).turn_streams.turns.runner.vectors
+        assert client.portal.call(vectors.fill_missing) == 3  # type: ignore[union-attr]
+        assert client.portal.call(vectors.fill_missing) == 0  # type: ignore[union-attr]  # set aside, not failing
+    missing = "SELECT content FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"
+    assert [content for (content,) in run_sql(url, missing, {"a": uuid.UUID(agent["id"])})] == [
+        "a line the endpoint will refuse: REFUSED"
+    ]
+
+
+def test_an_endpoint_answering_too_few_vectors_is_a_clear_503(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with remote(postgres_server, llm) as (client, _):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        monkeypatch.setattr(llm, "embedding_shortfall", 1)
+        search = client.get(f"/v1/agents/{agent['id']}/archival", params={"query": "anything"})  # no vector at all
+        batch = client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": "a"}, {"content": "b"}]})
+        for response, says in ((search, "answered no vectors"), (batch, "answered 1 vectors for 2 texts")):
+            assert response.status_code == 503, response.text
+            assert response.json()["error"] == "embedding_unavailable" and says in response.json()["detail"]

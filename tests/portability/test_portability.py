@@ -1,0 +1,215 @@
+"""Export and import: one versioned document per agent; a round trip loses nothing; an import is atomic."""
+
+import copy
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from tests.support.chat import chat
+from tests.support.database import run_sql
+from tests.support.service import tenant_with_key
+
+TABLES = ("agents", "memory_blocks", "memory_block_revisions", "archival_passages", "messages", "turns", "turn_events")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def recall_text(message: dict[str, Any]) -> str:
+    sent = [json.loads(c["arguments"]).get("text", "") for c in message["tool_calls"] or [] if c["name"] == "send_message"]
+    return "\n".join(part for part in [message["content"], *sent] if part)
+
+
+def settled_export(client: TestClient, agent_id: str, **params: str) -> dict[str, Any]:
+    """The export once the turn's messages have their vectors (they are embedded just after the turn commits)."""
+    deadline = time.monotonic() + 30
+    while True:
+        response = client.get(f"/v1/agents/{agent_id}/export", params=params)
+        assert response.status_code == 200, response.text
+        document = response.json()
+        pending = [
+            m for m in document["messages"] if m["role"] in ("user", "assistant") and recall_text(m) and m["embedding"] is None
+        ]
+        if not pending or params.get("embeddings") == "false":
+            return document
+        assert time.monotonic() < deadline, f"messages never embedded: {pending}"
+        time.sleep(0.1)
+
+
+def comparable(document: dict[str, Any]) -> str:
+    """The document with the ids an import replaces made positional: the agent's, each turn's (in order), and the
+    rows' own ids (dropped), so that two exports of the same memory compare equal."""
+    document = copy.deepcopy(document)
+    document.pop("exported_at")
+    names = {document["agent"].pop("id"): "AGENT"}
+    names.update({turn.pop("id"): f"TURN-{i}" for i, turn in enumerate(document["turns"])})
+    for row in document["messages"] + document["passages"]:
+        row.pop("id")
+    text = json.dumps(document, ensure_ascii=False, sort_keys=True)
+    return UUID.sub(lambda m: names.get(m.group(0), f"UNKNOWN-{m.group(0)}"), text)
+
+
+def unique_name() -> str:
+    """Tests share one database: an imported agent's name must not be one another test's agent has."""
+    return f"Imported {uuid.uuid4().hex[:8]}"
+
+
+def populate(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    """An agent with block history (by the agent and by the API), passages, messages and turns."""
+    llm.reset(
+        tools(call("core_memory_append", label="human", content="名前: 太郎"), content="名前を覚えておく。"),
+        tools(call("archival_memory_create", content="太郎の好きな食べ物はラーメン", tags=["food"])),
+        tools(call("send_message", text="よろしく、太郎さん！")),
+        tools(call("send_message", text="Noted: green tea.")),
+    )
+    chat(client, agent, "僕の名前は太郎です。ラーメンが好き。")
+    chat(client, agent, "I also like green tea.")
+    put = client.put(f"/v1/agents/{agent['id']}/memory/persona", json={"value": "I am Hana."}, headers={"If-Match": "1"})
+    assert put.status_code == 200, put.text
+    added = client.post(
+        f"/v1/agents/{agent['id']}/archival", json={"content": "The user's cat is called Mochi", "tags": ["pets"]}
+    )
+    assert added.status_code == 201, added.text
+
+
+def counts(database_url: str) -> dict[str, int]:
+    return {table: run_sql(database_url, f"SELECT count(*) FROM {table}")[0][0] for table in TABLES}
+
+
+def test_round_trip_loses_nothing(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    name = f"Round trip {uuid.uuid4().hex[:8]}"
+    client.patch(f"/v1/agents/{agent['id']}", json={"name": name})
+    populate(client, agent, llm)
+    before = settled_export(client, agent["id"])
+    assert (before["format"], before["version"]) == ("engram.agent", 1)
+    assert len(before["turns"]) == 2 and all(t["events"] for t in before["turns"])
+    assert {b["label"]: len(b["history"]) for b in before["blocks"]} == {"human": 2, "persona": 2}
+    assert {p["content"] for p in before["passages"]} == {"太郎の好きな食べ物はラーメン", "The user's cat is called Mochi"}
+    assert all(p["embedding"] and p["embedding_model"] for p in before["passages"])
+
+    # Its name is taken while the original lives: two agents of one name could no longer be reached by name.
+    taken = client.post("/v1/agents/import", json=before)
+    assert taken.status_code == 409 and "?name=" in taken.json()["detail"], taken.text
+    assert [a["id"] for a in client.get("/v1/agents", params={"limit": 200}).json()["items"] if a["name"] == name] == [
+        agent["id"]
+    ]
+    assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
+    imported = client.post("/v1/agents/import", json=before)
+    assert imported.status_code == 201, imported.text
+    result = imported.json()
+    assert result["source"] == "engram" and result["embedded"] == 0  # same model: the vectors are taken as they are
+    assert (result["blocks"], result["revisions"], result["passages"], result["turns"]) == (2, 4, 2, 2)
+    assert result["messages"] == len(before["messages"])
+    new_id = result["agent"]["id"]
+    assert new_id != agent["id"]
+
+    after = settled_export(client, new_id)
+    assert after["agent"]["id"] == new_id
+    assert {t["id"] for t in after["turns"]}.isdisjoint({t["id"] for t in before["turns"]})
+    assert comparable(after) == comparable(before)
+
+    # The imported agent is a working agent: its memory reads and searches like the original's.
+    memory = client.get(f"/v1/agents/{new_id}/memory").json()["blocks"]
+    assert {b["label"]: (b["value"], b["version"]) for b in memory} == {
+        b["label"]: (b["value"], b["version"]) for b in before["blocks"]
+    }
+    history = client.get(f"/v1/agents/{new_id}/memory/human/history").json()["items"]
+    assert [r["source"] for r in history] == ["agent", "api"] and history[0]["turn_id"] == after["turns"][0]["id"]
+    found = client.get(f"/v1/agents/{new_id}/archival", params={"query": "好きな食べ物"}).json()["items"]
+    assert found[0]["content"] == "太郎の好きな食べ物はラーメン"
+    turn = client.get(f"/v1/agents/{new_id}/turns/{after['turns'][0]['id']}").json()
+    assert turn["reply"] == "よろしく、太郎さん！" and all(e["agent_id"] == new_id for e in turn["events"])
+
+    again = client.post("/v1/agents/import", json=before, params={"name": "Second copy"})
+    assert again.status_code == 201
+    assert again.json()["agent"]["id"] not in (agent["id"], new_id) and again.json()["agent"]["name"] == "Second copy"
+
+
+def test_context_and_summary_survive(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    populate(client, agent, llm)
+    document = settled_export(client, agent["id"])
+    document["agent"] |= {"context_start": 3, "summary": "太郎はラーメンが好き。"}
+    result = client.post("/v1/agents/import", json=document, params={"name": unique_name()}).json()
+    after = client.get(f"/v1/agents/{result['agent']['id']}/export").json()
+    assert (after["agent"]["context_start"], after["agent"]["summary"]) == (3, "太郎はラーメンが好き。")
+    context = client.get(f"/v1/agents/{result['agent']['id']}/context").json()
+    assert context["messages_out_of_context"] == 3 and context["summary"] == "太郎はラーメンが好き。"
+    document["agent"]["context_start"] = len(document["messages"])  # everything has left the context
+    result = client.post("/v1/agents/import", json=document, params={"name": unique_name()}).json()
+    assert client.get(f"/v1/agents/{result['agent']['id']}/context").json()["messages"] == []
+
+
+def test_vectors_of_another_model_or_none_are_embedded_again(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    populate(client, agent, llm)
+    bare = settled_export(client, agent["id"], embeddings="false")
+    assert all(p["embedding"] is None for p in bare["passages"]) and all(m["embedding"] is None for m in bare["messages"])
+    assert bare["embedding_model"] is None
+    with_text = [m for m in bare["messages"] if m["role"] in ("user", "assistant") and recall_text(m)]
+    result = client.post("/v1/agents/import", json=bare, params={"name": unique_name()}).json()
+    assert result["embedded"] == len(bare["passages"]) + len(with_text)
+    found = client.get(
+        f"/v1/agents/{result['agent']['id']}/archival", params={"query": "What is the name of the cat?", "mode": "vector"}
+    ).json()
+    assert found["items"][0]["content"] == "The user's cat is called Mochi"
+
+    foreign = settled_export(client, agent["id"])
+    for row in foreign["passages"] + foreign["messages"]:
+        if row["embedding"]:
+            row["embedding_model"] = "text-embedding-3-small"
+    assert client.post("/v1/agents/import", json=foreign, params={"name": unique_name()}).json()["embedded"] == result["embedded"]
+
+
+def test_a_bad_document_is_422_naming_the_problem_and_writes_nothing(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str
+) -> None:
+    populate(client, agent, llm)
+    good = settled_export(client, agent["id"])
+    start = counts(database_url)
+
+    def refused(document: Any, *expected: str) -> None:
+        response = client.post("/v1/agents/import", json=document, params={"name": unique_name()})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "invalid_request"
+        for words in expected:
+            assert words in response.json()["detail"], response.json()["detail"]
+
+    refused({**good, "version": 2}, "version")
+    refused({**good, "format": "something.else"}, "unknown format")
+    refused({k: v for k, v in good.items() if k != "agent"}, "agent: Field required")
+    refused({**good, "messages": [{**good["messages"][0], "role": "robot"}]}, "messages.0.role")
+    refused({**good, "passages": [{**good["passages"][0], "colour": "red"}]}, "passages.0.colour", "Extra inputs")
+    refused({**good, "passages": [{**good["passages"][0], "embedding": "not base64!"}]}, "passages.0.embedding")
+    refused({**good, "blocks": [good["blocks"][0], good["blocks"][0]]}, "labels must be unique")
+    refused({**good, "blocks": [{**good["blocks"][0], "label": "Bad Label"}]}, "blocks.0.label")
+    refused({**good, "turns": good["turns"][1:]}, "not among the document's turns")
+    refused({**good, "agent": {**good["agent"], "context_start": 999}}, "context_start")
+    broken_event = copy.deepcopy(good)
+    broken_event["turns"][0]["events"][0] = {"type": "no_such_event"}
+    refused(broken_event, "no_such_event")
+    refused([good], "expected a JSON object")
+    refused("not json", "not JSON")
+    refused({"hello": "world"}, "neither an Engram export")
+    # Valid as a document, refused by PostgreSQL at the very end (a NUL character in the last message): the agent,
+    # blocks, turns and passages written before it are rolled back with it.
+    late = copy.deepcopy(good)
+    late["messages"][-1]["content"] = "bad\u0000byte"
+    refused(late)
+    assert counts(database_url) == start
+
+
+def test_import_belongs_to_the_importing_tenant(keyed: TestClient) -> None:
+    _, key_a = tenant_with_key(keyed, f"exporter-{uuid.uuid4().hex[:6]}")
+    _, key_b = tenant_with_key(keyed, f"importer-{uuid.uuid4().hex[:6]}")
+    a, b = {"Authorization": f"Bearer {key_a}"}, {"Authorization": f"Bearer {key_b}"}
+    agent = keyed.post("/v1/agents", json={"name": "Travelling agent"}, headers=a).json()
+    assert keyed.get(f"/v1/agents/{agent['id']}/export", headers=b).status_code == 404  # another tenant's agent
+    document = keyed.get(f"/v1/agents/{agent['id']}/export", headers=a).json()
+    assert keyed.post("/v1/agents/import", json=document).status_code == 401
+    imported = keyed.post("/v1/agents/import", json=document, headers=b)
+    assert imported.status_code == 201, imported.text
+    new_id = imported.json()["agent"]["id"]
+    assert keyed.get(f"/v1/agents/{new_id}", headers=b).status_code == 200
+    assert keyed.get(f"/v1/agents/{new_id}", headers=a).status_code == 404
