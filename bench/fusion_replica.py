@@ -111,7 +111,7 @@ class Indexed:
 
     @cached_property
     def okapi(self) -> Any:  # a rank_bm25.BM25Okapi (the package ships no types)
-        from rank_bm25 import BM25Okapi  # type: ignore[import-untyped]
+        from rank_bm25 import BM25Okapi
 
         return BM25Okapi([WORD.findall(p.lower()) or [""] for p in self.passages])
 
