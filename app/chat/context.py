@@ -3,21 +3,32 @@ messages since the agent's context start. Above the warning threshold the prompt
 above the eviction threshold the oldest whole turns leave the context and a recursive summary takes their place.
 Evicted messages stay in recall memory. Cuts fall only before a user message, so a tool call never loses its result."""
 
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
+from app.agents.service import move_context_start, running_agent
 from app.chat import prompt
 from app.chat.context_messages import KeptContexts
 from app.chat.tools import CHAT_TOOLS
+from app.chat.turn_state import TurnState
+from app.db import reading, transaction
+from app.errors import LLMError
+from app.llm.chat import ChatModel
 from app.llm.tokens import estimate_tokens, json_tokens
 from app.memory.core.service import CoreMemory
 from app.memory.models import Message
+from app.models_base import utcnow
 from app.settings import Settings
+
+log = logging.getLogger("engram.turn")
 
 TOOLS_TOKENS = json_tokens(CHAT_TOOLS.schemas)
 SUMMARY_MAX_CHARS = 4000
@@ -124,3 +135,55 @@ def fallback_summary(previous: str | None, evicted: list[Message]) -> str:
     note = f"({count} earlier messages could not be summarised; find them with conversation_search.)"
     kept = kept[: SUMMARY_MAX_CHARS - len(note) - 1]
     return f"{kept}\n{note}" if kept else note
+
+
+# The turn's memories for the prompt, given the read session and the agent (the first step recollects them).
+Memories = Callable[[AsyncSession, Agent], Awaitable[str | None]]
+
+
+class ContextWindow:
+    """The context of an agent's next step, fitted: read without a transaction; past the eviction threshold, the
+    oldest whole turns leave it for the summary (written by the LLM, a pointer to recall memory where it fails) and
+    the agent's context start moves on. Keeps the agents' recent contexts between steps (KeptContexts)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], settings: Settings, llm: ChatModel | None):
+        self.sessions = sessions
+        self.settings = settings
+        self.llm = llm
+        self.kept = KeptContexts()
+
+    async def fit(self, state: TurnState, keep_from_seq: int, memories: Memories) -> tuple[Agent, ContextView] | None:
+        """The agent and its context for the next step (None: the agent was deleted meanwhile); `keep_from_seq`: the
+        turn's own first message, which never leaves the context."""
+        async with reading(self.sessions) as session:
+            agent = await running_agent(session, state.agent_id)
+            if agent is None:
+                self.kept.forget(state.agent_id)
+                return None
+            recalled = await memories(session, agent)  # in the same read as the context
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=recalled, kept=self.kept)
+        cut = eviction_cut(view, self.settings, keep_from_seq) if needs_eviction(view, self.settings) else None
+        if cut is None:
+            return agent, view
+        evicted = [m for m in view.messages if (m.seq or 0) < cut]
+        summary = await self._summarise(state, agent, evicted)
+        async with transaction(self.sessions) as session:
+            agent = await move_context_start(session, state.agent_id, summary, cut)
+            if agent is None:
+                self.kept.forget(state.agent_id)
+                return None
+            view = await load_context(session, agent, self.settings, now=utcnow(), memories=recalled, kept=self.kept)
+        log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
+        return agent, view
+
+    async def _summarise(self, state: TurnState, agent: Agent, evicted: list[Message]) -> str:
+        assert self.llm is not None
+        try:
+            completion = await self.llm.complete(
+                summary_request(agent.summary, evicted), [], agent.model, budget_seconds=state.budget_left()
+            )
+        except LLMError:
+            log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))
+            return fallback_summary(agent.summary, evicted)
+        state.count(completion)
+        return completion.content.strip()[:SUMMARY_MAX_CHARS] or fallback_summary(agent.summary, evicted)

@@ -6,6 +6,7 @@ outcome; a turn that ends otherwise (an error, the step cap, a cancel) stores it
 """
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -14,18 +15,9 @@ from dataclasses import dataclass, field
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.service import find_agent, move_context_start, running_agent
+from app.agents.service import find_agent
 from app.chat import tools
-from app.chat.context import (
-    SUMMARY_MAX_CHARS,
-    ContextView,
-    eviction_cut,
-    fallback_summary,
-    load_context,
-    needs_eviction,
-    summary_request,
-)
-from app.chat.context_messages import KeptContexts
+from app.chat.context import ContextWindow
 from app.chat.events import (
     ErrorEvent,
     MessageEvent,
@@ -39,7 +31,6 @@ from app.chat.models import Turn
 from app.chat.reply_deltas import ReplyDeltas
 from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
-from app.db import reading, transaction
 from app.errors import LLMError, ServiceUnavailable, Unprocessable
 from app.llm.embeddings import EmbeddingError
 from app.llm.types import ToolCall
@@ -49,7 +40,6 @@ from app.memory.recollection import Recollector
 from app.memory.recollection import ready as recollection_ready
 from app.memory.search import lexical
 from app.metrics import TURN_STEPS, TURNS, turn_phase
-from app.models_base import utcnow
 
 log = logging.getLogger("engram.turn")
 
@@ -85,7 +75,7 @@ class TurnRunner:
         self.llm = services.llm
         self.settings = services.settings
         self.vectors = MessageVectors(services.sessions, services.embedder)
-        self.contexts = KeptContexts()
+        self.context = ContextWindow(services.sessions, services.settings, services.llm)
 
     async def run(
         self, agent_id: uuid.UUID, message: str, *, idempotency_key: str | None = None, turn_id: uuid.UUID | None = None
@@ -192,7 +182,7 @@ class TurnRunner:
         silent_steps = 0
         for step in range(1, self.settings.max_steps + 1):
             with turn_phase("context"):
-                fitted = await self._fit_context(state)
+                fitted = await self.context.fit(state, state.user_seq, functools.partial(self._memories, state))
             if fitted is None:
                 state.emit(ErrorEvent, code="agent_deleted", detail="the agent was deleted during the turn")
                 return "cancelled"
@@ -241,43 +231,12 @@ class TurnRunner:
             )
         return recalled.section
 
-    async def _fit_context(self, state: _ChatState) -> tuple[Agent, ContextView] | None:
-        """The context for the next step (read without a transaction); over the eviction threshold, old turns leave
-        it for a summary."""
-        async with reading(self.sessions) as session:
-            agent = await running_agent(session, state.agent_id)
-            if agent is None:
-                self.contexts.forget(state.agent_id)
-                return None
-            if state.recollect_with is not None:  # the first step: memories for the whole turn, in the same read
-                state.memories = await self._recollect(session, agent, state, state.recollect_with)
-                state.recollect_with = None
-            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories, kept=self.contexts)
-        cut = eviction_cut(view, self.settings, state.user_seq) if needs_eviction(view, self.settings) else None
-        if cut is None:
-            return agent, view
-        evicted = [m for m in view.messages if (m.seq or 0) < cut]
-        summary = await self._summarise(state, agent, evicted)
-        async with transaction(self.sessions) as session:
-            agent = await move_context_start(session, state.agent_id, summary, cut)
-            if agent is None:
-                self.contexts.forget(state.agent_id)
-                return None
-            view = await load_context(session, agent, self.settings, now=utcnow(), memories=state.memories, kept=self.contexts)
-        log.info("agent %s: %d messages left the context for the summary", agent.id, len(evicted))
-        return agent, view
-
-    async def _summarise(self, state: _ChatState, agent: Agent, evicted: list[Message]) -> str:
-        assert self.llm is not None
-        try:
-            completion = await self.llm.complete(
-                summary_request(agent.summary, evicted), [], agent.model, budget_seconds=state.budget_left()
-            )
-        except LLMError:
-            log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))
-            return fallback_summary(agent.summary, evicted)
-        state.count(completion)
-        return completion.content.strip()[:SUMMARY_MAX_CHARS] or fallback_summary(agent.summary, evicted)
+    async def _memories(self, state: _ChatState, session: AsyncSession, agent: Agent) -> str | None:
+        """The turn's memories for the prompt: recollected once, by the first step's context read."""
+        if state.recollect_with is not None:
+            state.memories = await self._recollect(session, agent, state, state.recollect_with)
+            state.recollect_with = None
+        return state.memories
 
     async def _record_silent_step(self, state: _ChatState, step: int, monologue: str) -> None:
         if monologue:

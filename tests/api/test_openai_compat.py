@@ -9,12 +9,7 @@ from fastapi.testclient import TestClient
 
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import block_value
-from tests.support.service import tenant_with_key
-
-
-def openai_client(client: TestClient, key: str = "any-key") -> openai.OpenAI:
-    """The SDK over the app's in-process transport: same requests, headers and parsing as against a server."""
-    return openai.OpenAI(base_url=f"{client.base_url}/v1", api_key=key, http_client=client, max_retries=0)
+from tests.support.service import openai_client, tenant_with_key
 
 
 def test_completion_runs_a_turn_of_the_named_agent(client: TestClient, llm: ScriptedLLM) -> None:

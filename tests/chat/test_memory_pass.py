@@ -13,10 +13,9 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, held, last_tool_result, slow, text, tools
-from tests.memory.test_time import at
-from tests.portability.test_portability import settled_export
 from tests.support.chat import block_value, chat
-from tests.support.service import checked_client, forget_agents_named, scripted_settings, tenant_with_key
+from tests.support.portability import settled_export
+from tests.support.service import at, checked_client, forget_agents_named, scripted_settings, tenant_with_key
 
 TOKYO_LISTED = re.compile(r"- id ([0-9a-f-]{36}) \[2019-04-01\] The user lives in Tokyo\.")
 MOVE = [

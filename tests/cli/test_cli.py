@@ -23,7 +23,7 @@ from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.service_process import running_service
-from tests.portability.test_letta_import import LETTA_FILES
+from tests.support import DATA
 from tests.support.database import create_database
 from tests.support.service import Cli, checked_client, forget_agents_named
 
@@ -205,7 +205,7 @@ def test_export_and_import_commands(
     assert memory["human"] == "名前: 太郎"
 
     forget_agents_named(client, "customer_service")
-    cli("import", str(LETTA_FILES / "customer_service.af"))
+    cli("import", str(DATA / "letta-af" / "customer_service.af"))
     in_order(
         capsys.readouterr().out,
         "imported customer_service as",

@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from app.chat.events import MessageDelta, MessageEvent, ReplyPieces
 from app.delivery.hub import WatcherQueue
 from testkit.scripted_llm import ScriptedLLM, call, cut, paused, tools
-from tests.api.test_openai_compat import openai_client
 from tests.support.chat import chat
 from tests.support.letta import letta_sdk, unique
+from tests.support.service import openai_client
 
 # The scripted stream's chunks of a send_message call: the role, the call's head, `{"tex`, `t": "`, then the reply.
 FIRST_PIECE_SENT = 5

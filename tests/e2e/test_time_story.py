@@ -12,10 +12,9 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
-from tests.memory.test_time import at
-from tests.portability.test_portability import settled_export
 from tests.support.chat import chat, reply_with_recalled_memories, tool_results
-from tests.support.service import checked_client, forget_agents_named
+from tests.support.portability import settled_export
+from tests.support.service import at, checked_client, forget_agents_named
 
 RELATED = re.compile(r"- id ([0-9a-f-]{36}) \[(\d{4}-\d\d-\d\d)\] The user lives in Tokyo\.")
 

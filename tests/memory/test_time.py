@@ -15,11 +15,7 @@ from app.settings import E5_DIM
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import create_database, run_sql
-from tests.support.service import tenant_with_key
-
-
-def at(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+from tests.support.service import at, tenant_with_key
 
 
 def archival(agent: dict) -> str:

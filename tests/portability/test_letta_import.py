@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.portability.test_portability import counts
 from tests.support import DATA
+from tests.support.portability import counts
 from tests.support.service import forget_agents_named
 
 # Copies of ../shared/data/letta-af (see SOURCE.md there): a clean clone has them too.

@@ -2,8 +2,10 @@
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
+import openai
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -71,3 +73,13 @@ def forget_agents_named(client: TestClient, name: str) -> None:
     for agent in client.get("/v1/agents", params={"limit": 200}).json()["items"]:
         if agent["name"] == name:
             assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
+
+
+def openai_client(client: TestClient, key: str = "any-key") -> openai.OpenAI:
+    """The OpenAI SDK over the app's in-process transport: same requests, headers and parsing as against a server."""
+    return openai.OpenAI(base_url=f"{client.base_url}/v1", api_key=key, http_client=client, max_retries=0)
+
+
+def at(value: str) -> datetime:
+    """A timestamp as the API writes it."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
