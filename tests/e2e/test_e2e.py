@@ -8,6 +8,7 @@ from websockets.sync.client import connect
 
 from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
 from testkit.service_process import running_service
+from tests.support.chat import TOOL_THEN_REPLY
 from tests.support.database import create_database
 
 
@@ -44,16 +45,7 @@ def test_story_against_the_running_service(postgres_server: object, llm: Scripte
         )
         turn, seen = chat_watched(base, agent["id"], "僕の名前は太郎です。")
         assert seen == turn["events"]
-        assert [e["type"] for e in seen] == [
-            "turn_started",
-            "reasoning",
-            "tool_call",
-            "tool_result",
-            "tool_call",
-            "tool_result",
-            "message",
-            "turn_completed",
-        ]
+        assert [e["type"] for e in seen] == TOOL_THEN_REPLY
         chat_watched(base, agent["id"], "ラーメンが大好きです。")
 
     with running_service(env) as base:  # a new process on the same database

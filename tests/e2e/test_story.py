@@ -7,7 +7,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
-from tests.support.chat import block_value, chat, event_types
+from tests.support.chat import TOOL_THEN_REPLY, block_value, chat, event_types
 from tests.support.service import checked_client
 
 
@@ -66,16 +66,7 @@ def test_websocket_streams_events_in_order(client: TestClient, agent: dict, llm:
         while not live or live[-1]["type"] != "turn_completed":
             live.append(ws.receive_json())
         events = [e for e in live if e["type"] != "message_delta"]  # the reply as it was written: live only
-        assert [e["type"] for e in events] == [
-            "turn_started",
-            "reasoning",
-            "tool_call",
-            "tool_result",
-            "tool_call",
-            "tool_result",
-            "message",
-            "turn_completed",
-        ]
+        assert [e["type"] for e in events] == TOOL_THEN_REPLY
         assert "".join(e["text"] for e in live if e["type"] == "message_delta") == "Got it"
         assert [e["seq"] for e in live] == list(range(len(live)))  # every event in order, deltas included
         replay = client.get(f"/v1/agents/{agent['id']}/turns/{events[0]['turn_id']}").json()

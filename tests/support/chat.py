@@ -6,6 +6,18 @@ from fastapi.testclient import TestClient
 from testkit.scripted_llm import call, tools
 from tests.support.database import run_sql
 
+# The events of a turn whose first step reasons and calls a tool, and whose second replies.
+TOOL_THEN_REPLY = [
+    "turn_started",
+    "reasoning",
+    "tool_call",
+    "tool_result",
+    "tool_call",
+    "tool_result",
+    "message",
+    "turn_completed",
+]
+
 
 def chat(client: TestClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:
     response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": message}, headers=headers)
