@@ -28,7 +28,7 @@ from app.api.deps import (
     connection_key,
     quota_meter,
 )
-from app.api.errors import ERROR_RESPONSES, ErrorBody, TurnErrorBody
+from app.api.errors import ERROR_RESPONSES, TURN_ERROR_RESPONSES
 from app.auth.principal import Principal, require_tenant
 from app.chat.events import ErrorEvent, Event
 from app.chat.schemas import (
@@ -79,9 +79,7 @@ def _sse(event: Event) -> str:
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         202: {"model": ChatResponse, "description": "Idempotency-Key of a turn that is still running: its state so far"},
-        409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
-        502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
-        503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
+        **TURN_ERROR_RESPONSES,
     },
 )
 async def chat(

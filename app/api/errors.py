@@ -117,3 +117,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     429: {"model": ErrorBody, "description": "A quota is used up (see Retry-After and the X-RateLimit-* headers)"},
     503: {"model": ErrorBody, "description": "The database is unreachable, or this replica is shutting down (see Retry-After)"},
 }
+
+# What a chat turn's route answers beyond ERROR_RESPONSES, whichever protocol it speaks (Engram's, Letta's).
+TURN_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
+    502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
+    503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
+}

@@ -85,30 +85,30 @@ async def put_core_memory_block(
 ) -> BlockRead:
     """Replace a block's value, or restore an earlier version (and optionally set limit, description, read-only).
     A new block is created only with `If-None-Match: *`, so that a mistyped label is a 404, not a new block."""
-    labels = [b.label for b in await core.blocks_of(agent.id)]
-    if if_none_match is not None:
-        if if_none_match.strip() != "*":
-            raise Unprocessable("If-None-Match takes `*` alone: create the block, only if it does not exist")
-        if label in labels:
-            raise PreconditionFailed(f"block '{label}' exists already: If-None-Match: * only creates (use If-Match to edit)")
-    elif label not in labels:
-        raise NotFound(
-            f"the agent has no core memory block '{label}'; its blocks: {', '.join(labels)} "
-            "(to create one, send If-None-Match: *)"
-        )
+    create = if_none_match is not None
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise Unprocessable("If-None-Match takes `*` alone: create the block, only if it does not exist")
     value = body.value if body.restore_version is None else await core.revision_value(agent.id, label, body.restore_version)
     assert value is not None
-    block, created = await core.write(
-        agent.id,
-        label,
-        value,
-        source="api",
-        expected_version=parse_if_match(if_match),
-        limit=body.limit,
-        description=body.description,
-        read_only=body.read_only,
-    )
-    response.status_code = 201 if created else 200
+    try:
+        block = await core.write(
+            agent.id,
+            label,
+            value,
+            source="api",
+            expected_version=parse_if_match(if_match),
+            limit=body.limit,
+            description=body.description,
+            read_only=body.read_only,
+            create=create,
+        )
+    except NotFound as exc:
+        raise NotFound(f"{exc.detail} (to create one, send If-None-Match: *)") from None
+    except PreconditionFailed as exc:
+        if not create:
+            raise
+        raise PreconditionFailed(f"{exc.detail}: If-None-Match: * only creates (use If-Match to edit)") from None
+    response.status_code = 201 if create else 200
     response.headers["ETag"] = f'"{block.version}"'
     return BlockRead.of(block)
 

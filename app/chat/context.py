@@ -23,6 +23,7 @@ from app.db import reading, transaction
 from app.errors import LLMError
 from app.llm.chat import ChatModel
 from app.llm.tokens import estimate_tokens, json_tokens
+from app.llm.types import CompletionRequest
 from app.memory.core.service import CoreMemory
 from app.memory.models import Message
 from app.models_base import utcnow
@@ -180,7 +181,7 @@ class ContextWindow:
         assert self.llm is not None
         try:
             completion = await self.llm.complete(
-                summary_request(agent.summary, evicted), [], agent.model, budget_seconds=state.budget_left()
+                CompletionRequest(summary_request(agent.summary, evicted), [], agent.model, budget_seconds=state.budget_left())
             )
         except LLMError:
             log.warning("summary of %d evicted messages failed; keeping a pointer to recall memory", len(evicted))

@@ -33,7 +33,7 @@ from app.db import transaction
 from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
 from app.llm.tokens import estimate_tokens
-from app.llm.types import ToolCall
+from app.llm.types import CompletionRequest, ToolCall
 from app.memory.core.service import CoreMemory
 from app.memory.models import MemoryBlock, Message
 from app.memory.prompt_text import core_section
@@ -160,7 +160,9 @@ class MemoryPasses:
             state.steps = step
             try:
                 completion = await self.llm.complete(
-                    conversation, tools.MEMORY_PASS_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
+                    CompletionRequest(
+                        conversation, tools.MEMORY_PASS_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
+                    )
                 )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))

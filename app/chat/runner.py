@@ -33,7 +33,7 @@ from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
 from app.errors import LLMError, ServiceUnavailable, Unprocessable
 from app.llm.embeddings import EmbeddingError
-from app.llm.types import ToolCall
+from app.llm.types import CompletionRequest, ToolCall
 from app.memory.models import Message
 from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
@@ -193,11 +193,13 @@ class TurnRunner:
             try:
                 with turn_phase("llm"):
                     completion = await self.llm.complete(
-                        llm_messages,
-                        tools.CHAT_TOOLS.schemas,
-                        agent.model,
-                        budget_seconds=state.budget_left(),
-                        on_progress=ReplyDeltas(state, step) if self.outlet.wants_deltas(state.agent_id) else None,
+                        CompletionRequest(
+                            llm_messages,
+                            tools.CHAT_TOOLS.schemas,
+                            agent.model,
+                            budget_seconds=state.budget_left(),
+                            on_progress=ReplyDeltas(state, step) if self.outlet.wants_deltas(state.agent_id) else None,
+                        )
                     )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))

@@ -120,7 +120,7 @@ async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str])
     core = CoreMemory(ctx.session)
     seen = ctx.block_versions
     try:
-        block, _ = await core.write(
+        block = await core.write(
             ctx.agent_id, label, edit, source="agent", turn_id=ctx.turn_id, expected_version=seen.get(label) if seen else None
         )
     except PreconditionFailed:

@@ -56,11 +56,10 @@ async def retrieve_block(agent: LettaAgentDep, block_label: Label, core: CoreMem
 async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBlockUpdate, core: CoreMemoryDep) -> LettaBlock:
     """Change a block's value, limit, description or read-only flag (a value over the limit is a 422 saying by how
     much; the block's history keeps every value, as for any write through Engram's API)."""
-    await core.get(agent.id, block_label)  # a block Letta's route would not find is a 404, never created here
     if body.label is not None and body.label != block_label:
         raise UnsupportedInput("renaming a block: create one with the new label through Engram's API (docs/letta.md)")
     value: str | Callable[[str], str] = body.value if body.value is not None else (lambda current: current)
-    block, _ = await core.write(
+    block = await core.write(
         agent.id,
         block_label,
         value,

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, RecallMemoryDep
-from app.api.errors import ERROR_RESPONSES, ErrorBody, TurnErrorBody
+from app.api.errors import ERROR_RESPONSES, TURN_ERROR_RESPONSES
 from app.chat.events import ErrorEvent, Event, TurnCompleted
 from app.chat.schemas import ChatResponse
 from app.delivery.stream import chained
@@ -41,9 +41,7 @@ TURN_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "streaming: Letta's messages as server-sent events (`data: <json>`), then `data: [DONE]`",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
-    409: {"model": ErrorBody, "description": "Another turn of this agent is running (see Retry-After)"},
-    502: {"model": TurnErrorBody, "description": "The LLM failed; the user's message is kept with the turn `turn_id`"},
-    503: {"model": ErrorBody, "description": "No LLM configured, or the database is unavailable"},
+    **TURN_ERROR_RESPONSES,
 }
 
 

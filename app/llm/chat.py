@@ -17,8 +17,8 @@ from openai import (
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from app.errors import LLMError
-from app.llm.streamed import CallProgress, StreamedCompletion
-from app.llm.types import Completion, ToolCall
+from app.llm.streamed import StreamedCompletion
+from app.llm.types import Completion, CompletionRequest, ToolCall
 from app.metrics import LLM_ERRORS, LLM_SECONDS
 from app.settings import Settings
 
@@ -30,18 +30,7 @@ class ChatModel(Protocol):
     # The name of a demo model (the packaged offline one: too small to remember reliably), None for a real one.
     demo_model: str | None
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str | None,
-        *,
-        budget_seconds: float | None = None,
-        on_progress: CallProgress | None = None,
-    ) -> Completion:
-        """`on_progress`: told of each tool call as its arguments grow, while the model writes them (a model that
-        answers only whole may never call it)."""
-        ...
+    async def complete(self, request: CompletionRequest) -> Completion: ...
 
 
 class ChatLLM:
@@ -59,29 +48,21 @@ class ChatLLM:
             max_retries=settings.llm_max_retries,
         )
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str | None,
-        *,
-        budget_seconds: float | None = None,
-        on_progress: CallProgress | None = None,
-    ) -> Completion:
-        """One chat completion, streamed when `on_progress` is given (and ENGRAM_LLM_STREAM allows). The SDK
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """One chat completion, streamed when the request's `on_progress` is given (and ENGRAM_LLM_STREAM allows). The SDK
         retries timeouts, 429 and 5xx with exponential backoff and jitter (ENGRAM_LLM_MAX_RETRIES) before an answer
-        starts; a stream that breaks off fails the call. budget_seconds bounds the call, retries included."""
-        kwargs: dict[str, Any] = {"model": model or self.default_model, "messages": messages}
-        if tools:
-            kwargs["tools"] = tools
+        starts; a stream that breaks off fails the call."""
+        kwargs: dict[str, Any] = {"model": request.model or self.default_model, "messages": request.messages}
+        if request.tools:
+            kwargs["tools"] = request.tools
             kwargs["tool_choice"] = "auto"
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(budget_seconds):
-                if on_progress is not None and self.stream:
-                    completion = await self._streamed(kwargs, StreamedCompletion(on_progress))
+            async with asyncio.timeout(request.budget_seconds):
+                if request.on_progress is not None and self.stream:
+                    completion = await self._streamed(kwargs, StreamedCompletion(request.on_progress))
                 else:
                     completion = await self._whole(kwargs)
         except (APITimeoutError, TimeoutError) as exc:
@@ -92,6 +73,8 @@ class ChatLLM:
             raise _failed(f"http_{exc.status_code}", f"the LLM endpoint failed: {exc}", started) from exc
         except (OpenAIError, httpx.HTTPError) as exc:  # httpx's: a stream cut off mid-answer
             raise _failed("connection", f"the LLM call failed: {exc}", started) from exc
+        except LLMError as exc:  # an answer with nothing usable in it
+            raise _failed("unusable", str(exc), started) from exc
         LLM_SECONDS.labels("ok").observe(time.perf_counter() - started)
         return completion
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from app.errors import LLMError
-from app.llm.streamed import CallProgress
-from app.llm.types import Completion, ToolCall
+from app.llm.types import Completion, CompletionRequest, ToolCall
 from app.metrics import LLM_SECONDS
 
 if TYPE_CHECKING:  # llama.cpp is an optional extra, imported where a model is loaded
@@ -119,21 +118,14 @@ class LocalLLM:
         self._lock = asyncio.Lock()
         self._grammars: dict[tuple[str, ...], Any] = {}
 
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        model: str | None,
-        *,
-        budget_seconds: float | None = None,
-        on_progress: CallProgress | None = None,
-    ) -> Completion:
+    async def complete(self, request: CompletionRequest) -> Completion:
         """One answer: a tool call under the tools' grammar, or plain text when no tools are offered (summaries).
         In reply mode, the model writes only the reply, and it is sent as a `send_message` call. The answer comes
         whole (`on_progress` is never told): a call is decoded, and may be cut short, only once it is written."""
-        replying = self.mode == "reply" and any(t["function"]["name"] == REPLY_TOOL for t in tools)
-        offered = [] if replying else _narrowed(tools, messages)
-        if budget_seconds is not None and budget_seconds <= 0:
+        messages = request.messages
+        replying = self.mode == "reply" and any(t["function"]["name"] == REPLY_TOOL for t in request.tools)
+        offered = [] if replying else _narrowed(request.tools, messages)
+        if request.budget_seconds is not None and request.budget_seconds <= 0:
             raise LLMError("the turn's time budget is spent")
         completion = await self._answer(messages, offered, replying=replying)
         if replying and completion.content.strip():

@@ -2,17 +2,13 @@
 have been, each tool call handed on as its arguments grow (the chat layer reads the reply out of `send_message`'s
 while the model writes it)."""
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.chat import ChatCompletionChunk
 
 from app.llm.tokens import estimate_tokens, json_tokens, message_tokens
-from app.llm.types import Completion, ToolCall
-
-# Told of a tool call each time its arguments have grown: the call so far (its arguments: partial JSON).
-CallProgress = Callable[[ToolCall], None]
+from app.llm.types import CallProgress, Completion, ToolCall
 
 
 @dataclass

@@ -148,10 +148,7 @@ def build_server(
         with its new version."""
         async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
             core = CoreMemory(session)
-            labels = [b.label for b in await core.blocks_of(agent.id)]
-            if label not in labels:  # a misspelt label must not create a block
-                raise ToolError(f"not_found: the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
-            block, _ = await core.write(agent.id, label, value, source="api", expected_version=expected_version, limit=limit)
+            block = await core.write(agent.id, label, value, source="api", expected_version=expected_version, limit=limit)
             return BlockRead.of(block)
 
     @server.tool(

@@ -9,10 +9,11 @@ import base64
 import binascii
 import uuid
 from collections import Counter
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import numpy as np
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from sqlmodel import SQLModel
 
 from app.agents.schemas import AgentRead
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, Instant
@@ -43,13 +44,21 @@ def _valid_vector(encoded: str | None) -> str | None:
     return encoded
 
 
+RowT = TypeVar("RowT", bound=SQLModel)
+
 Vector = Annotated[str | None, AfterValidator(_valid_vector)]
 
 
 class _Strict(ReadModel):
     # A field this version does not know is refused, naming it: a misspelt field must not vanish on import.
-    # Exports are made from rows (`Doc.of(row)`), imports from JSON.
+    # Exports are made from rows (`Doc.of(row)`), imports from JSON, and rows from imports (`doc.row(Table)`).
     model_config = ConfigDict(extra="forbid")
+
+    def row(self, table: type[RowT], **given: Any) -> RowT:
+        """The row of `table` this part of a document becomes: the fields both have by name, then `given` (new ids,
+        columns named or made otherwise). The document's own `id` is never kept: an import gives new ids."""
+        shared = (type(self).model_fields.keys() & table.model_fields.keys()) - given.keys() - {"id"}
+        return table(**{name: getattr(self, name) for name in shared}, **given)
 
 
 class RevisionDoc(_Strict):

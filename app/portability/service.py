@@ -130,57 +130,13 @@ async def import_document(
         raise Conflict(f"an agent named {name!r} exists: import under another name with ?name=… (engram import --name …)")
     passage_vectors, message_vectors, embedded = await _vectors(document, embedder)
     rows = PortabilityRepository(session)
-    agent = await rows.add(
-        Agent(
-            tenant_id=tenant_id,
-            name=name,
-            system=source.system,
-            model=source.model,
-            summary=source.summary,
-            created_at=source.created_at,
-            updated_at=source.updated_at,
-        )
-    )
+    agent = await rows.add(source.row(Agent, tenant_id=tenant_id, name=name))
     turn_ids = {t.id: uuid.uuid4() for t in document.turns}
-    blocks = [
-        MemoryBlock(
-            agent_id=agent.id,
-            label=b.label,
-            value=b.value,
-            char_limit=b.limit,
-            description=b.description,
-            read_only=b.read_only,
-            version=b.version,
-            updated_at=b.updated_at,
-        )
-        for b in document.blocks
-    ]
-    turns = [
-        Turn(
-            id=turn_ids[t.id],
-            agent_id=agent.id,
-            kind=t.kind,
-            status=t.status,
-            stop_reason=t.stop_reason,
-            message=t.message,
-            reply=t.reply,
-            usage=t.usage,
-            idempotency_key=t.idempotency_key,
-            created_at=t.created_at,
-            finished_at=t.finished_at,
-        )
-        for t in document.turns
-    ]
+    blocks = [b.row(MemoryBlock, agent_id=agent.id, char_limit=b.limit) for b in document.blocks]
+    turns = [t.row(Turn, id=turn_ids[t.id], agent_id=agent.id) for t in document.turns]
     await rows.add_all([*blocks, *turns])
     revisions = [
-        MemoryBlockRevision(
-            block_id=block.id,
-            version=r.version,
-            value=r.value,
-            source=r.source,
-            turn_id=turn_ids.get(r.turn_id) if r.turn_id else None,
-            created_at=r.created_at,
-        )
+        r.row(MemoryBlockRevision, block_id=block.id, turn_id=turn_ids.get(r.turn_id) if r.turn_id else None)
         for block, b in zip(blocks, document.blocks, strict=True)
         for r in b.history
     ]
@@ -195,16 +151,14 @@ async def import_document(
         for i, e in enumerate(t.events)
     ]
     passages = [
-        ArchivalPassage(
+        p.row(
+            ArchivalPassage,
             agent_id=agent.id,
-            content=p.content,
-            tags=p.tags,
             embedding=vector,
             embedding_model=embedder.model,
             search_text=lexical.search_text(p.content),
-            created_at=p.created_at,
             occurred_at=p.occurred_at or p.created_at,
-            valid_until=p.valid_until,
+            superseded_by=None,  # set below, once the successor has its new id
         )
         for p, vector in zip(document.passages, passage_vectors, strict=True)
     ]
@@ -260,23 +214,17 @@ def _flushed_seq(message: Message) -> int:
 def _message(
     agent_id: uuid.UUID, m: MessageDoc, turn_ids: dict[uuid.UUID, uuid.UUID], vector: list[float] | None, model: str
 ) -> Message:
-    message = Message(
+    message = m.row(
+        Message,
         agent_id=agent_id,
         turn_id=turn_ids.get(m.turn_id) if m.turn_id else None,
-        role=m.role,
-        content=m.content,
         tool_calls=_calls(m),
-        tool_call_id=m.tool_call_id,
-        name=m.name,
-        created_at=m.created_at,
         occurred_at=m.occurred_at or m.created_at,
-        handed_in=m.handed_in,
-        external_id=m.external_id,
+        embedding=vector,
+        embedding_model=model if vector is not None else None,
     )
     if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
         message.search_text = lexical.search_text(message.recall_text())
-    if vector is not None:
-        message.embedding, message.embedding_model = vector, model
     return message
 
 

@@ -82,18 +82,21 @@ class CoreMemory:
         limit: int | None = None,
         description: str | None = None,
         read_only: bool | None = None,
-    ) -> tuple[MemoryBlock, bool]:
-        """Replace a block's value (creating it for the API); returns (block, created). `value` may be an edit of the
-        current value, applied under the row lock: no lost updates."""
+        create: bool = False,
+    ) -> MemoryBlock:
+        """Replace a block's value; with `create`, make a new block instead (refused if it exists). Without it the
+        block must exist: a mistyped label is a 404 naming the agent's blocks, never a new block. `value` may be an
+        edit of the current value, applied under the row lock: no lost updates."""
         block = await self.blocks.get(agent_id, label, for_update=True)
-        created = block is None
+        if block is not None and create:
+            raise PreconditionFailed(f"block '{label}' exists already")
         if block is None:
-            if source == "agent":
-                labels = ", ".join(b.label for b in await self.blocks.of_agent(agent_id))
-                raise NotFound(f"there is no core memory block '{label}'; blocks: {labels}")
+            labels = [b.label for b in await self.blocks.of_agent(agent_id)]
+            if not create:
+                raise NotFound(f"the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
             if expected_version is not None:
                 raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
-            if len(await self.blocks.of_agent(agent_id)) >= MAX_BLOCKS:
+            if len(labels) >= MAX_BLOCKS:
                 raise Unprocessable(f"an agent has at most {MAX_BLOCKS} core memory blocks")
             block = MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
         if expected_version is not None and block.version != expected_version:
@@ -117,7 +120,7 @@ class CoreMemory:
         block.updated_at = utcnow()
         await self.blocks.add(block)
         await self._record(block, source, turn_id)
-        return block, created
+        return block
 
     async def revision_value(self, agent_id: uuid.UUID, label: str, version: int) -> str:
         revision = next((r for r in await self.history(agent_id, label) if r.version == version), None)
