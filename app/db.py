@@ -214,6 +214,11 @@ def rejected_as_data(exc: DBAPIError) -> bool:
     return str(getattr(exc.orig, "sqlstate", "") or "").startswith("22")
 
 
+def violates_foreign_key(exc: DBAPIError) -> bool:
+    """SQLSTATE 23503: a row names a parent that is not there (an agent deleted meanwhile, say)."""
+    return str(getattr(exc.orig, "sqlstate", "") or "") == "23503"
+
+
 # What the database layer raises when a statement fails or no connection is free (the API maps each: failure_as_error).
 DATABASE_FAILURES: tuple[type[Exception], ...] = (DBAPIError, exc.TimeoutError)
 

@@ -12,10 +12,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.agents.models import Agent
-from app.agents.service import find_agent
 from app.chat import tools
 from app.chat.context import ContextWindow
 from app.chat.events import (
@@ -31,7 +31,8 @@ from app.chat.models import Turn
 from app.chat.reply_deltas import ReplyDeltas
 from app.chat.repository import TurnRepository
 from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
-from app.errors import LLMError, ServiceUnavailable, Unprocessable
+from app.db import violates_foreign_key
+from app.errors import LLMError, NotFound, ServiceUnavailable, Unprocessable
 from app.llm.embeddings import EmbeddingError
 from app.llm.types import CompletionRequest, ToolCall
 from app.memory.models import Message
@@ -161,20 +162,21 @@ class TurnRunner:
             outlet=self.outlet,
             deadline=time.monotonic() + self.settings.turn_timeout_seconds,
         )
-        async with state.committing(self.sessions) as session:
-            await find_agent(session, agent_id, tenant_id=None)  # the caller checked the tenant
-            turn = await TurnRepository(session).add(Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key))
-            user = await RecallMemory(session).add(
-                Message(
-                    agent_id=agent_id,
-                    turn_id=turn.id,
-                    role="user",
-                    content=text,
-                    search_text=lexical.search_text(text),
+        try:
+            async with state.committing(self.sessions) as session:
+                # The caller checked the agent and its tenant; one deleted since is the foreign key's to notice.
+                turn = await TurnRepository(session).add(
+                    Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key)
                 )
-            )
-            state.user_seq = user.seq or 0
-            state.emit(TurnStarted, message=text, demo_model=self.llm.demo_model if self.llm else None)
+                user = await RecallMemory(session).add(
+                    Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text, search_text=lexical.search_text(text))
+                )
+                state.user_seq = user.seq or 0
+                state.emit(TurnStarted, message=text, demo_model=self.llm.demo_model if self.llm else None)
+        except IntegrityError as exc:
+            if violates_foreign_key(exc):
+                raise NotFound(f"agent {agent_id} not found") from None
+            raise
         return state, user.id
 
     async def _steps(self, state: _ChatState) -> StopReason:

@@ -1,13 +1,16 @@
 """The agent loop against the scripted LLM: tool execution, errors fed back to the model, stop reasons."""
 
+import functools
 import json
 import time
 import uuid
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.api.errors import TurnErrorBody
 from app.chat.schemas import ChatResponse
+from app.errors import NotFound
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
@@ -326,3 +329,15 @@ def test_a_reply_step_that_cannot_commit_leaves_the_turn_interrupted_once(
     assert turn["events"][-1]["stop_reason"] == "interrupted"
     messages = client.get(f"/v1/agents/{agent['id']}/messages").json()["items"]
     assert [(m["role"], m["content"]) for m in messages] == [("user", "hi there")]
+
+
+def test_an_agent_deleted_after_the_route_checked_it_is_a_404_before_the_llm_is_asked(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str
+) -> None:
+    # The turn does not read the agent again before it starts: the turn row's foreign key notices the deletion.
+    assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
+    runner = runtime(client.app).turn_streams.turns.runner
+    with pytest.raises(NotFound, match="not found"):
+        client.portal.call(functools.partial(runner.run, uuid.UUID(agent["id"]), "hello"))  # type: ignore[union-attr]
+    assert llm.requests == []
+    assert run_sql(database_url, "SELECT count(*) FROM turns WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}) == [(0,)]

@@ -1,9 +1,6 @@
 """Every failure a user can cause ends an `engram` command with one line on stderr and exit status 1, never a
 traceback: run as real processes, since what reaches the terminal (logs, warnings) is the point."""
 
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -14,28 +11,7 @@ from pathlib import Path
 import pytest
 
 from testkit.scripted_llm import free_port
-
-
-def engram(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`engram ARGV…` as its own process; without DATABASE_URL in env, against the embedded database of
-    ENGRAM_DATA_DIR."""
-    inherited = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "ENGRAM_DATABASE_URL")}
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *argv],
-        env={**inherited, **env},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
-def refused(result: subprocess.CompletedProcess[str], *reason: str) -> None:
-    """The command failed with exactly one line on stderr, which says each part of the reason."""
-    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("engram: "), result.stderr
-    for part in reason:
-        assert part in lines[0], lines[0]
+from tests.support.cli import engram, refused
 
 
 def test_keys_on_a_fresh_data_directory(tmp_path: Path) -> None:

@@ -2,30 +2,22 @@
 with `engram mcp` as a real process: the tools, a block edit read back through the HTTP API, an archival passage
 inserted and found, a chat turn; the same keys and tenants as the HTTP API."""
 
-import asyncio
 import json
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
-import httpx2
 import pytest
 from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult
 
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support import ROOT
+from tests.support.mcp import ACCEPT, INITIALIZE, MCP_URL, error_text, over_http, use
 from tests.support.service import admin, tenant_with_key
 
-# Without API keys the service answers /mcp only for a loopback Host (DNS rebinding); TestClient's is "testserver".
-MCP_URL = "http://localhost/mcp"
 TOOLS = {
     "list_agents",
     "read_core_memory",
@@ -36,29 +28,6 @@ TOOLS = {
     "recall_context",
     "chat_with_agent",
 }
-
-
-class InProcess(httpx2.AsyncBaseTransport):
-    """The SDK's HTTP client through the app's TestClient (synchronous, so in a thread): the same app, lifespan and
-    middleware as a served request; a 500 fails the test (CheckedClient)."""
-
-    def __init__(self, client: TestClient):
-        self.client = client
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        body = await request.aread()
-        response = await asyncio.to_thread(
-            self.client.request, request.method, str(request.url), headers=request.headers.multi_items(), content=body
-        )
-        return httpx2.Response(response.status_code, headers=response.headers.multi_items(), content=response.content)
-
-
-@asynccontextmanager
-async def over_http(client: TestClient, key: str | None = None, mode: str = "auto") -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx2.AsyncClient(transport=InProcess(client), headers=headers) as http:
-        async with Client(streamable_http_client(MCP_URL, http_client=http), mode=mode) as session:
-            yield session
 
 
 def stdio(database_url: str, llm: ScriptedLLM, key: str | None = None) -> StdioServerParameters:
@@ -72,18 +41,6 @@ def stdio(database_url: str, llm: ScriptedLLM, key: str | None = None) -> StdioS
     if key:
         env["ENGRAM_API_KEY"] = key
     return StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"], env=env, cwd=ROOT)
-
-
-async def use(session: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def error_text(result: CallToolResult) -> str:
-    assert result.is_error
-    return " ".join(getattr(c, "text", "") for c in result.content)
 
 
 def blocks_over_http(client: TestClient, agent_id: str, key: str | None = None) -> dict[str, dict]:
@@ -183,15 +140,6 @@ async def test_another_tenants_key_cannot_see_the_agent(keyed: TestClient) -> No
 
 
 # A raw JSON-RPC `initialize`, for the checks made before MCP runs.
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
 def test_mcp_requests_are_authenticated_like_the_api(keyed: TestClient) -> None:
     missing = keyed.post("/mcp", json=INITIALIZE, headers=ACCEPT)
     assert missing.status_code == 401 and missing.json()["error"] == "unauthorized"

@@ -15,7 +15,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from testkit.scripted_llm import ScriptedLLM
 from testkit.service_process import running_service
-from tests.cli.test_cli_errors import engram, refused
+from tests.support.cli import engram, refused
 from tests.support.database import create_database, run_sql
 from tests.support.portability import populate, settled_export
 from tests.support.service import checked_client, scripted_settings

@@ -15,7 +15,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
-from tests.mcp_server.test_mcp import ACCEPT, INITIALIZE, error_text, over_http, use
+from tests.support.mcp import ACCEPT, INITIALIZE, error_text, over_http, use
 from tests.support.service import ADMIN_KEY, admin, checked_client, tenant_with_key
 
 NOW = datetime(2031, 5, 6, 12, 0, 30, tzinfo=UTC)  # 30 s into a minute, 43,170 s before midnight (UTC)
