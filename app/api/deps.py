@@ -11,6 +11,7 @@ from starlette.requests import HTTPConnection
 
 from app.agents.models import Agent
 from app.agents.service import find_agent
+from app.api.replica_reads import READING_METHODS, REPLICA_FAILURES, replica_failed, replica_for
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import reading, transaction
 from app.llm.embeddings import Embedder
@@ -18,6 +19,7 @@ from app.memory.archival.service import ArchivalMemory
 from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
+from app.metrics import DB_READS
 from app.quotas.headers import METER_STATE_KEY
 from app.quotas.service import Meter
 from app.runtime import Runtime, runtime
@@ -28,18 +30,22 @@ async def get_settings_dep(request: Request) -> Settings:
     return runtime(request.app).settings
 
 
-READING_METHODS = frozenset({"GET", "HEAD"})
-
-
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    sessions = runtime(request.app).sessions
+    state = runtime(request.app)
     if request.method in READING_METHODS:
-        async with reading(sessions) as session:
-            yield session
-            await session.commit()  # nothing to commit but what a handler added, flushed rather than dropped
+        replica = replica_for(request.scope, state.replicas)
+        try:
+            async with reading(replica.sessions if replica else state.sessions) as session:
+                yield session
+                await session.commit()  # nothing to commit but what a handler added, flushed rather than dropped
+        except REPLICA_FAILURES as exc:
+            if replica is not None and state.replicas is not None:
+                replica_failed(request.scope, state.replicas, replica, exc)
+            raise
+        DB_READS.labels("replica" if replica else "primary").inc()
         return
     # scope="function": the commit runs before the response is sent, so a failed commit is an error response.
-    async with transaction(sessions) as session:
+    async with transaction(state.sessions) as session:
         yield session
 
 
@@ -83,7 +89,10 @@ def quota_meter(state: Runtime, principal: Principal) -> Meter:
 
 
 async def count_request(request: Request, principal: Principal) -> None:
-    """Count the request against the caller's quotas (429 once one is used up); its response tells the standing."""
+    """Count the request against the caller's quotas (429 once one is used up); its response tells the standing.
+    Once: a read run again on the primary (app/api/replica_reads.py) was counted by its first run."""
+    if getattr(request.state, METER_STATE_KEY, None) is not None:
+        return
     meter = quota_meter(runtime(request.app), principal)
     setattr(request.state, METER_STATE_KEY, meter)  # read by QuotaHeadersMiddleware, and by request_meter
     await meter.count_request()

@@ -1,0 +1,108 @@
+"""Which requests read on a read replica (app/replicas.py), and what happens when the replica fails them.
+
+A GET or HEAD request reads on a replica (`replica_for`, used by the session dependency), unless its caller wrote to
+the same agent within the replicas' staleness bound (read-your-writes), or no replica is usable. Everything else — turns,
+writes, imports, MCP, every POST — runs on the primary, and each response it sends marks its caller as having written
+(to the agent its path names, or to everything of the caller's).
+
+A read whose replica fails before it has answered (the replica stopped, a query cancelled by a recovery conflict) is
+run again on the primary: GET and HEAD are safe to repeat, and nothing of the first attempt has reached the client."""
+
+import hashlib
+import re
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.auth.principal import presented_key
+from app.db import DATABASE_FAILURES, failure_as_error
+from app.errors import DatabaseUnreachable
+from app.replicas import ReadReplicas, Replica
+from app.runtime import runtime
+
+READING_METHODS = frozenset({"GET", "HEAD"})
+REPLICA_FAILED = "engram.replica_failed"  # scope state: the read's replica failed it
+PRIMARY_ONLY = "engram.primary_only"  # scope state: the read runs again, on the primary
+# What a read on a replica may fail with that the primary may not: it runs again there.
+REPLICA_FAILURES: tuple[type[Exception], ...] = (*DATABASE_FAILURES, DatabaseUnreachable)
+_AGENT_IN_PATH = re.compile(r"/agents/(?:agent-)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
+
+
+def caller_of(scope: Scope) -> bytes | None:
+    """Who sent the request, as far as read-your-writes goes: a digest of its API key (None: no key)."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+    return hashlib.blake2b(key.encode(), digest_size=16).digest() if key else None
+
+
+def agent_of(scope: Scope) -> uuid.UUID | None:
+    found = _AGENT_IN_PATH.search(scope.get("path", ""))
+    return uuid.UUID(found.group(1)) if found else None
+
+
+def replica_for(scope: Scope, replicas: ReadReplicas | None) -> Replica | None:
+    """The replica a request reads on (None: the primary)."""
+    if replicas is None or scope.get("method") not in READING_METHODS or scope.get("state", {}).get(PRIMARY_ONLY):
+        return None
+    if replicas.wrote(caller_of(scope), agent_of(scope)):
+        return None
+    return replicas.pick()
+
+
+def replica_failed(scope: Scope, replicas: ReadReplicas, replica: Replica, error: Exception) -> None:
+    """A database failure of the request on its replica: it runs again on the primary, and a replica that is
+    unreachable is skipped from now on (a query cancelled by a recovery conflict, say, says nothing of the replica)."""
+    if isinstance(error, DatabaseUnreachable) or isinstance(failure_as_error(error), DatabaseUnreachable):
+        replicas.failed(replica, error)
+    scope.setdefault("state", {})[REPLICA_FAILED] = True
+
+
+class ReplicaReads:
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = getattr(scope.get("app"), "state", None)
+        replicas = runtime(scope["app"]).replicas if state is not None and hasattr(state, "runtime") else None
+        if replicas is None or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http" and scope["method"] in READING_METHODS:
+            await self._read(scope, receive, send)
+        else:
+            await self.app(scope, receive, _marking(send, replicas, caller_of(scope), agent_of(scope)))
+
+    async def _read(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state: dict[str, Any] = scope.setdefault("state", {})
+        held: list[Message] = []
+
+        async def unless_failed(message: Message) -> None:
+            if message["type"] == "http.response.start" and state.get(REPLICA_FAILED):
+                held.append(message)
+            elif not held:
+                await send(message)
+
+        try:
+            await self.app(scope, receive, unless_failed)
+        except Exception:
+            if not state.get(REPLICA_FAILED) or held:
+                raise
+            held.append({"type": "http.response.start"})  # failed before it answered: as a held 503
+        if held:
+            state[PRIMARY_ONLY] = True
+            state.pop(REPLICA_FAILED)
+            await self.app(scope, _no_body, send)
+
+
+def _marking(send: Send, replicas: ReadReplicas, caller: bytes | None, agent_id: uuid.UUID | None) -> Send:
+    """`send`, noting after each message that the caller has written (a turn streams while it writes)."""
+
+    async def marked(message: Message) -> None:
+        await send(message)
+        replicas.note_write(caller, agent_id)
+
+    return marked
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}

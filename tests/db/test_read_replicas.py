@@ -1,0 +1,248 @@
+"""Read replicas for real: a streaming standby of an embedded PostgreSQL of its own (pg_basebackup -R), the service
+pointed at both. Searches and listings read on the standby, writes and turns stay on the primary, a caller reads its
+own writes, a lagging standby is skipped, and stopping the standby under load loses no request."""
+
+import concurrent.futures
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pgserver
+import pytest
+from fastapi.testclient import TestClient
+
+from app import db
+from app.llm.embeddings import Embedder
+from app.main import create_app
+from app.runtime import runtime
+from app.settings import E5_DIM
+from testkit.scripted_llm import ScriptedLLM, call, tools
+from tests.support.chat import chat
+from tests.support.database import create_database
+from tests.support.service import checked_client, scripted_settings
+from tests.support.standby import Standby
+
+MAX_LAG_SECONDS = 0.4
+
+
+@pytest.fixture(scope="module")
+def primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A primary of its own: the standby copies all of it, and replay is paused on it."""
+    server = pgserver.get_server(tmp_path_factory.mktemp("primary") / "pgdata", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def database(primary: object) -> str:
+    name = f"engram_replicated_{uuid.uuid4().hex[:8]}"
+    url = create_database(primary, name)
+    db.run_migrations(url, E5_DIM)
+    return name
+
+
+@pytest.fixture(scope="module")
+def standby(primary: object, database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standby]:
+    socket_dir = str(Path(primary.pgdata))  # type: ignore[attr-defined]  # pgserver's socket is in its data directory
+    replica = Standby(socket_dir, tmp_path_factory.mktemp("standby")).create()
+    yield replica
+    replica.stop("immediate")
+
+
+@pytest.fixture
+def client(primary: object, database: str, standby: Standby, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
+    llm.reset()
+    settings = scripted_settings(db.asyncpg_url(primary.get_uri(database)), llm).model_copy(  # type: ignore[attr-defined]
+        update={"database_replica_urls": [standby.url(database)], "replica_max_lag_seconds": MAX_LAG_SECONDS}
+    )
+    with checked_client(create_app(settings, embedder=embedder)) as test_client:
+        yield test_client
+
+
+def reads(client: TestClient) -> dict[str, float]:
+    """engram_db_reads_total by target, from /metrics."""
+    found = re.findall(r'^engram_db_reads_total\{target="(\w+)"\} (\S+)$', client.get("/metrics").text, re.MULTILINE)
+    return {target: float(count) for target, count in found}
+
+
+def reads_since(client: TestClient, before: dict[str, float]) -> dict[str, int]:
+    now = reads(client)
+    return {target: int(now.get(target, 0.0) - before.get(target, 0.0)) for target in ("primary", "replica")}
+
+
+def replica_status(client: TestClient) -> dict:
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    [status] = ready.json()["replicas"]
+    return status
+
+
+def wait_until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def table_scans(standby: Standby, database: str) -> int:
+    """Scans of archival_passages the standby itself has counted (its statistics reach the view within seconds)."""
+    return int(
+        standby.sql(
+            database,
+            "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'archival_passages'",
+        )
+    )
+
+
+def new_agent_with_passages(client: TestClient, *texts: str) -> str:
+    agent = client.post("/v1/agents", json={"name": f"replicated {uuid.uuid4().hex[:8]}"}).json()
+    for content in texts:
+        assert client.post(f"/v1/agents/{agent['id']}/archival", json={"content": content}).status_code == 201
+    return agent["id"]
+
+
+def test_searches_read_on_the_standby_while_writes_and_turns_stay_on_the_primary(
+    client: TestClient, standby: Standby, database: str, llm: ScriptedLLM
+) -> None:
+    wait_until(lambda: replica_status(client)["usable"])
+    agent_id = new_agent_with_passages(client, "The user's sister lives in Sapporo.", "The user plays the cello.")
+    time.sleep(2 * MAX_LAG_SECONDS)  # past read-your-writes: the caller's next reads may go to the standby
+    scans = table_scans(standby, database)
+    before = reads(client)
+    for _ in range(5):
+        found = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "Where does the sister live?"})
+        assert found.status_code == 200 and "Sapporo" in found.json()["items"][0]["content"]
+    assert client.get(f"/v1/agents/{agent_id}/archival").status_code == 200  # a listing
+    assert reads_since(client, before) == {"replica": 6, "primary": 0}
+    wait_until(lambda: table_scans(standby, database) > scans, seconds=20)  # the standby's own count
+
+    # A turn writes, and reads its own writes: it never touches the replica (and is no GET).
+    llm.reset(
+        tools(call("archival_memory_create", content="The user moved to Kyoto.")), tools(call("send_message", text="Noted"))
+    )
+    before = reads(client)
+    assert chat(client, {"id": agent_id}, "I moved to Kyoto.")["reply"] == "Noted"
+    assert reads_since(client, before)["replica"] == 0
+
+
+def test_a_caller_reads_its_own_write_even_when_the_standby_has_not_replayed_it(
+    client: TestClient, standby: Standby, database: str
+) -> None:
+    agent_id = new_agent_with_passages(client, "The user's dog is called Pochi.")
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    standby.sql(database, "SELECT pg_wal_replay_pause()")
+    try:
+        before = reads(client)
+        written = client.post(f"/v1/agents/{agent_id}/archival", json={"content": "The user's cat is called Tama."})
+        assert written.status_code == 201
+        found = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "What is the cat called?"})
+        assert "Tama" in found.json()["items"][0]["content"]
+        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+        # The standby still has not replayed it: read there, the passage would be missing.
+        assert standby.sql(database, "SELECT count(*) FROM archival_passages WHERE content LIKE '%Tama%'") == "0"
+
+        # Replay paused while the primary writes: the standby falls behind, is skipped, and says so.
+        wait_until(lambda: not replica_status(client)["usable"])
+        status = replica_status(client)
+        assert status["problem"].startswith("lagging") and status["lag_seconds"] > MAX_LAG_SECONDS
+        assert 'engram_replica_usable{replica="' in client.get("/metrics").text
+        time.sleep(2 * MAX_LAG_SECONDS)
+        before = reads(client)
+        assert client.get(f"/v1/agents/{agent_id}/archival", params={"query": "dog"}).status_code == 200
+        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+    finally:
+        standby.sql(database, "SELECT pg_wal_replay_resume()")
+    wait_until(lambda: replica_status(client)["usable"])
+
+
+def test_stopping_the_standby_under_load_loses_no_request(client: TestClient, standby: Standby, database: str) -> None:
+    searched = new_agent_with_passages(client, *(f"Passage {i} about the user's garden in Nara." for i in range(20)))
+    written = new_agent_with_passages(client)
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    before = reads(client)
+    stop_at = time.monotonic() + 1.5
+    deadline = stop_at + 2.0
+
+    def search() -> list[int]:
+        codes = []
+        while time.monotonic() < deadline:
+            codes.append(client.get(f"/v1/agents/{searched}/archival", params={"query": "garden"}).status_code)
+        return codes
+
+    def write() -> list[int]:
+        codes = []
+        while time.monotonic() < deadline:
+            codes.append(client.post(f"/v1/agents/{written}/archival", json={"content": f"note {uuid.uuid4()}"}).status_code)
+        return codes
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        searchers = [pool.submit(search) for _ in range(3)]
+        writer = pool.submit(write)
+        time.sleep(max(stop_at - time.monotonic(), 0))
+        standby.stop()
+        codes = [code for s in searchers for code in s.result()]
+        writes = writer.result()
+    try:
+        assert codes and set(codes) == {200}, sorted(set(codes))
+        assert writes and set(writes) == {201}
+        served = reads_since(client, before)
+        assert served["replica"] > 0 and served["primary"] > 0, served
+        share = served["replica"] / (served["replica"] + served["primary"])
+        print(f"\n{len(codes)} searches beside {len(writes)} writes, standby stopped midway: {share:.0%} on the standby")
+        assert replica_status(client)["problem"].startswith("unreachable")
+    finally:
+        standby.start()
+    wait_until(lambda: replica_status(client)["usable"], seconds=20)
+
+
+def test_a_read_its_replica_fails_is_answered_by_the_primary(client: TestClient, standby: Standby, database: str) -> None:
+    agent_id = new_agent_with_passages(client, "The user's brother is a pilot.")
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    replicas = runtime(client.app).replicas
+    assert replicas is not None and replicas._task is not None
+    replicas._task.cancel()  # no more checks: only the request itself can find the standby gone
+    standby.stop()
+    try:
+        before = reads(client)
+        found = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "What does the brother do?"})
+        assert found.status_code == 200 and "pilot" in found.json()["items"][0]["content"]
+        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+        assert replica_status(client)["problem"].startswith("unreachable")
+    finally:
+        standby.start()
+
+
+def test_every_kind_of_read_works_on_the_standby(client: TestClient, llm: ScriptedLLM) -> None:
+    """The reads a console or an admin tool makes, each answered from the standby: none of them writes."""
+    agent_id = new_agent_with_passages(client, "The user's favourite tea is genmaicha.")
+    llm.reset(tools(call("send_message", text="Genmaicha it is")))
+    turn = chat(client, {"id": agent_id}, "I like genmaicha.")
+    passage = client.get(f"/v1/agents/{agent_id}/archival").json()["items"][0]["id"]
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    paths = [
+        "/v1/agents",
+        f"/v1/agents/{agent_id}",
+        f"/v1/agents/{agent_id}/memory",
+        f"/v1/agents/{agent_id}/memory/human/history",
+        f"/v1/agents/{agent_id}/archival?query=tea",
+        f"/v1/agents/{agent_id}/archival/{passage}",
+        f"/v1/agents/{agent_id}/messages",
+        f"/v1/agents/{agent_id}/messages?query=genmaicha",
+        f"/v1/agents/{agent_id}/turns/{turn['turn_id']}",
+        f"/v1/agents/{agent_id}/context",
+        f"/v1/agents/{agent_id}/export",
+        f"/letta/v1/agents/agent-{agent_id}/core-memory/blocks",
+        f"/letta/v1/agents/agent-{agent_id}/archival-memory/search?query=tea",
+        f"/letta/v1/agents/agent-{agent_id}/messages",
+    ]
+    before = reads(client)
+    for path in paths:
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.text)
+    assert reads_since(client, before) == {"replica": len(paths), "primary": 0}
