@@ -19,10 +19,10 @@ from app.main import create_app
 from app.runtime import runtime
 from app.settings import E5_DIM
 from testkit.scripted_llm import ScriptedLLM, call, tools
+from testkit.standby import Standby
 from tests.support.chat import chat
 from tests.support.database import create_database
 from tests.support.service import checked_client, scripted_settings
-from tests.support.standby import Standby
 
 MAX_LAG_SECONDS = 0.4
 

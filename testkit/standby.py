@@ -6,8 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pgserver import POSTGRES_BIN_PATH
+import pgserver
 
+POSTGRES_BIN_PATH = Path(pgserver.__file__).parent / "pginstall" / "bin"  # the binaries of the embedded server
 # pgserver runs PostgreSQL as this system user when the tests run as root (PostgreSQL refuses root).
 SYSTEM_USER = "pgserver" if os.geteuid() == 0 else None
 
