@@ -1,6 +1,7 @@
 """Database engine, sessions, the embedded PostgreSQL, and schema migrations."""
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -102,7 +103,15 @@ def _alive(pid: int) -> bool:
 # max_parallel_workers_per_gather 0: a search of a large agent was planned in parallel, and starting the workers
 # cost more (~15 ms of Gather Merge, EXPLAIN ANALYZE in bench/search_scale.py) than they saved; a service answering
 # many small requests at once has no idle cores to lend a single query anyway.
-SESSION_SETTINGS = {"hnsw.iterative_scan": "relaxed_order", "max_parallel_workers_per_gather": "0"}
+# plan_cache_mode force_custom_plan: each statement is planned for its values. A generic plan (asyncpg prepares every
+# statement; PostgreSQL switches to one after five runs) cannot leave out the partitions of other agents (migration
+# 0015), and locks all of them and their indexes at every run: a 5,000-passage agent's hybrid search took 21.8 against
+# 17.2 ms planned each time (bench/partition_upgrade.py's table, ARCHIVE.md).
+SESSION_SETTINGS = {
+    "hnsw.iterative_scan": "relaxed_order",
+    "max_parallel_workers_per_gather": "0",
+    "plan_cache_mode": "force_custom_plan",
+}
 
 
 def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
@@ -179,8 +188,9 @@ async def transaction(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterat
             raise
 
 
-def run_migrations(url: str, embedding_dim: int, revision: str = "head") -> None:
-    """alembic upgrade (blocking; env.py runs its own event loop)."""
+def run_migrations(url: str, embedding_dim: int, revision: str = "head", *, partitions: int | None = None) -> None:
+    """alembic upgrade (blocking; env.py runs its own event loop). `partitions`: of the tables partitioned by agent,
+    when they are made (migration 0015; default ENGRAM_PARTITIONS, else 16)."""
     from alembic.config import Config
 
     from alembic import command
@@ -189,11 +199,12 @@ def run_migrations(url: str, embedding_dim: int, revision: str = "head") -> None
     config.set_main_option("script_location", str(REPO_ROOT / "alembic"))
     config.attributes["database_url"] = asyncpg_url(url)
     config.attributes["embedding_dim"] = embedding_dim
+    config.attributes["partitions"] = partitions
     command.upgrade(config, revision)
 
 
-async def migrate(url: str, embedding_dim: int) -> None:
-    await asyncio.to_thread(run_migrations, url, embedding_dim)
+async def migrate(url: str, embedding_dim: int, partitions: int | None = None) -> None:
+    await asyncio.to_thread(functools.partial(run_migrations, url, embedding_dim, partitions=partitions))
 
 
 # SQLSTATE class 08 (connection exception), and a server shutting down or starting up.

@@ -67,7 +67,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             url = embedded.url
         embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
         if settings.migrate_on_start:
-            await db.migrate(url, embedder.dim)
+            await db.migrate(url, embedder.dim, settings.partitions)
         engine = db.create_engine(url, settings.db_pool_size)
         cleanup.push_async_callback(engine.dispose)
         replicas = None

@@ -28,6 +28,11 @@ def agent_fk() -> Any:
     return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True))
 
 
+def agent_key() -> Any:
+    """The agent of a row in a table partitioned by agent (migration 0015): part of its primary key."""
+    return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True))
+
+
 def orm_attribute(attribute: object) -> QueryableAttribute[Any]:
     """A table model's class attribute as SQLAlchemy maps it, for loader options such as defer()."""
     if not isinstance(attribute, QueryableAttribute):

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # finds them ready and the server's connection count stays flat. Up to 30 more at peaks, closed when returned.
     # Size the server's max_connections for (this + 30) x replicas + admin tools.
     db_pool_size: int = Field(default=20, ge=1, le=500)
+    # Archival passages and messages are hash-partitioned by agent into this many partitions, fixed when the tables
+    # are made (migration 0015): a later change has no effect. docs/scaling.md.
+    partitions: int = Field(default=16, ge=1, le=1024)
     # Streaming read replicas (physical standbys of the database), comma-separated: GET and HEAD requests (searches,
     # listings, exports, the console's reads) read on them; turns and every write stay on the primary. Each gets a
     # pool of db_pool_size. docs/scaling.md.

@@ -33,16 +33,16 @@ class MessageVectors:
         self._tasks: DetachedTasks[None] = DetachedTasks()
         self._refused: set[uuid.UUID] = set()  # messages the endpoint refused: the sweep passes over them
 
-    def later(self, message_id: uuid.UUID, text: str, *, vector: list[float] | None = None) -> None:
+    def later(self, agent_id: uuid.UUID, message_id: uuid.UUID, text: str, *, vector: list[float] | None = None) -> None:
         """Compute and store the message's vector in the background (the LLM's next call overlaps it); `vector`:
         computed already (a symmetric embedder's query vector of the user's message), only stored."""
-        self._tasks.spawn(self._store(message_id, text, vector), name=f"embed-message-{message_id}")
+        self._tasks.spawn(self._store(agent_id, message_id, text, vector), name=f"embed-message-{message_id}")
 
-    async def _store(self, message_id: uuid.UUID, text: str, vector: list[float] | None) -> None:
+    async def _store(self, agent_id: uuid.UUID, message_id: uuid.UUID, text: str, vector: list[float] | None) -> None:
         try:
             if vector is None:
                 [vector] = await self.embedder.embed_passages([text])
-            await self._save([(message_id, vector)])
+            await self._save([(agent_id, message_id, vector)])
         except EmbeddingRefused:
             self._set_aside(message_id)
         except Exception:  # the embedder or the database failed, the agent was deleted meanwhile
@@ -59,12 +59,14 @@ class MessageVectors:
             return 0
         try:
             vectors = await self.embedder.embed_passages([m.recall_text() for m in missing])
-            found = [(m.id, v) for m, v in zip(missing, vectors, strict=True)]
+            found = [(m.agent_id, m.id, v) for m, v in zip(missing, vectors, strict=True)]
         except EmbeddingRefused:
             found = []
             for message in missing:
                 try:
-                    found += [(message.id, v) for v in await self.embedder.embed_passages([message.recall_text()])]
+                    found += [
+                        (message.agent_id, message.id, v) for v in await self.embedder.embed_passages([message.recall_text()])
+                    ]
                 except EmbeddingRefused:
                     self._set_aside(message.id)
         await self._save(found)
@@ -75,11 +77,12 @@ class MessageVectors:
         self._refused.add(message_id)
         log.warning("the embedding endpoint refused message %s: it is found by its words alone", message_id)
 
-    async def _save(self, vectors: list[tuple[uuid.UUID, list[float]]]) -> None:
+    async def _save(self, vectors: list[tuple[uuid.UUID, uuid.UUID, list[float]]]) -> None:
+        """(agent, message, vector) each: the agent first, as the table is partitioned by it."""
         async with transaction(self.sessions) as session:
             messages = RecallMemory(session)
-            for message_id, vector in vectors:
-                await messages.set_embedding(message_id, vector, self.embedder.model)
+            for agent_id, message_id, vector in vectors:
+                await messages.set_embedding(agent_id, message_id, vector, self.embedder.model)
 
     def abandon(self) -> None:
         """At shut-down: cancel the vectors in flight rather than wait for them (the sweep of the next start, or of

@@ -300,7 +300,7 @@ class TurnRunner:
 
     def _embed_messages(self, state: _ChatState) -> None:
         for message_id, text in state.unembedded:
-            self.vectors.later(message_id, text, vector=state.known_vectors.pop(message_id, None))
+            self.vectors.later(state.agent_id, message_id, text, vector=state.known_vectors.pop(message_id, None))
         state.unembedded.clear()
 
     async def _finish(self, state: _ChatState, stop: StopReason) -> TurnResult:

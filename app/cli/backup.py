@@ -10,6 +10,12 @@ from app.cli.server import database_url
 
 # The first bytes of every custom-format dump (pg_backup_archiver.c).
 DUMP_MAGIC = b"PGDMP"
+DROP_PARTITIONED = """DO $$ DECLARE partitioned regclass; BEGIN
+  FOR partitioned IN SELECT p.partrelid::regclass FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid
+                     WHERE c.relnamespace = 'public'::regnamespace AND NOT c.relispartition LOOP
+    EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', partitioned);
+  END LOOP;
+END $$"""
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -46,17 +52,35 @@ def _restore(args: argparse.Namespace) -> None:
         )
     # --clean --if-exists: drop each object of the backup that exists, then create it again, so that restoring over
     # the same database works as well as into an empty one; one transaction: a failure leaves the database as it was.
-    _run(
-        "pg_restore",
-        "--clean",
-        "--if-exists",
-        "--single-transaction",
-        "--exit-on-error",
-        "--no-owner",
-        "--no-privileges",
-        f"--dbname={url}",
-        str(source),
+    # The partitioned tables go first, whole: pg_restore's own drops reach a partition's constraints before its
+    # parent's, which PostgreSQL refuses (they are the parent's).
+    script = subprocess.Popen(
+        [str(_bin("pg_restore")), "--clean", "--if-exists", "--no-owner", "--no-privileges", "--file=-", str(source)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
+    assert script.stdout is not None
+    applied = subprocess.run(
+        [
+            str(_bin("psql")),
+            "--no-psqlrc",
+            "--quiet",
+            "--single-transaction",
+            "--set=ON_ERROR_STOP=1",
+            f"--command={DROP_PARTITIONED}",
+            "--file=-",
+            f"--dbname={url}",
+        ],
+        stdin=script.stdout,
+        capture_output=True,
+        text=True,
+    )
+    script.stdout.close()
+    _, unread = script.communicate()
+    for tool, code, errors in (("pg_restore", script.returncode, unread.decode()), ("psql", applied.returncode, applied.stderr)):
+        if code != 0:
+            lines = [line for line in errors.splitlines() if line.strip()] or [f"exit status {code}"]
+            raise SystemExit(f"engram: restoring failed: {tool}: {lines[0]}")
     print(f"restored the database from {source}")
 
 
@@ -75,10 +99,14 @@ def _libpq_url(url: str) -> str:
     return "postgresql://" + db.asyncpg_url(url).removeprefix("postgresql+asyncpg://")
 
 
-def _run(tool: str, *args: str) -> str:
+def _bin(tool: str) -> Path:
     from pgserver._commands import POSTGRES_BIN_PATH
 
-    done = subprocess.run([str(POSTGRES_BIN_PATH / tool), *args], capture_output=True, text=True)
+    return Path(POSTGRES_BIN_PATH) / tool
+
+
+def _run(tool: str, *args: str) -> str:
+    done = subprocess.run([str(_bin(tool)), *args], capture_output=True, text=True)
     if done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit status {done.returncode}"]
         raise SystemExit(f"engram: {tool} failed: {errors[0]}")

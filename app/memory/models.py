@@ -15,6 +15,7 @@ from sqlalchemy import (
     Computed,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Identity,
     Index,
     Integer,
@@ -26,7 +27,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlmodel import Field, SQLModel
 
-from app.models_base import agent_fk, id_field, timestamp_field
+from app.models_base import agent_fk, agent_key, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
@@ -90,10 +91,15 @@ class ArchivalPassage(SQLModel, table=True):
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
         Index("ix_archival_passages_agent_occurred", "agent_id", "occurred_at"),
         Index("ix_archival_passages_superseded_by", "superseded_by", postgresql_where="superseded_by IS NOT NULL"),
+        # a successor is the same agent's
+        ForeignKeyConstraint(
+            ["agent_id", "superseded_by"], ["archival_passages.agent_id", "archival_passages.id"], ondelete="SET NULL"
+        ),
     )
 
+    # Partitioned by agent (migration 0015): the agent is part of the key.
     id: uuid.UUID = id_field()
-    agent_id: uuid.UUID = agent_fk()
+    agent_id: uuid.UUID = agent_key()
     content: str = Field(sa_column=Column(Text, nullable=False))
     tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
     embedding: list[float] = Field(sa_column=Column(Vector(), nullable=False))
@@ -107,25 +113,23 @@ class ArchivalPassage(SQLModel, table=True):
     # A superseded passage: the one that replaced it, and from when (its occurred_at). Both or neither are set;
     # a passage is current while neither is.
     valid_until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
-    superseded_by: uuid.UUID | None = Field(
-        default=None,
-        sa_column=Column(UUID(as_uuid=True), ForeignKey("archival_passages.id", ondelete="SET NULL")),
-    )
+    superseded_by: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True)))
 
 
 class Message(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (
-        Index("ix_messages_agent_seq", "agent_id", "seq"),
+        UniqueConstraint("agent_id", "seq", name="messages_seq_key"),
         Index("ix_messages_agent_tsv", text(AGENT_TSV_EXPRESSION), postgresql_using="gin", postgresql_with={"fastupdate": "off"}),
         Index(
             "ux_messages_agent_external_id", "agent_id", "external_id", unique=True, postgresql_where="external_id IS NOT NULL"
         ),
     )
 
+    # Partitioned by agent (migration 0015): the agent is part of the key; seq orders an agent's messages.
     id: uuid.UUID = id_field()
-    seq: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(), nullable=False, unique=True))
-    agent_id: uuid.UUID = agent_fk()
+    seq: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(), nullable=False))
+    agent_id: uuid.UUID = agent_key()
     turn_id: uuid.UUID | None = Field(
         default=None, sa_column=Column(UUID(as_uuid=True), ForeignKey("turns.id", ondelete="SET NULL"), index=True)
     )

@@ -107,22 +107,25 @@ async def _pending(engine: AsyncEngine, model: str) -> int:
 
 
 async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batch: int, progress: Progress) -> int:
-    """Embeds the table's pending rows in id order, one committed transaction per batch."""
+    """Embeds the table's pending rows in key order (agent, id: the primary key), one committed transaction per batch."""
     body = "content" if table == "archival_passages" else "content, tool_calls"
-    after, done = uuid.UUID(int=0), 0
+    after, done = (uuid.UUID(int=0), uuid.UUID(int=0)), 0
     while True:
         async with engine.begin() as conn:
             rows = (
                 await conn.execute(
-                    text(f"SELECT id, {body} FROM {table} WHERE {PENDING[table]} AND id > :after ORDER BY id LIMIT :n"),
-                    {"model": embedder.model, "after": after, "n": batch},
+                    text(
+                        f"SELECT agent_id, id, {body} FROM {table} WHERE {PENDING[table]} "
+                        "AND (agent_id, id) > (:after_agent, :after_id) ORDER BY agent_id, id LIMIT :n"
+                    ),
+                    {"model": embedder.model, "after_agent": after[0], "after_id": after[1], "n": batch},
                 )
             ).all()
             if not rows:
                 return done
             vectors = await embedder.embed_passages([_text(table, row) for row in rows])
-            await _store(conn, table, [row.id for row in rows], vectors, embedder.model)
-        after, done = rows[-1].id, done + len(rows)
+            await _store(conn, table, [(row.agent_id, row.id) for row in rows], vectors, embedder.model)
+        after, done = (rows[-1].agent_id, rows[-1].id), done + len(rows)
         progress.advance(len(rows))
 
 
@@ -133,13 +136,16 @@ def _text(table: str, row: Row[Any]) -> str:
     return Message(role="user", content=row.content, tool_calls=row.tool_calls).recall_text()
 
 
-async def _store(conn: AsyncConnection, table: str, ids: list[uuid.UUID], vectors: list[list[float]], model: str) -> None:
+async def _store(
+    conn: AsyncConnection, table: str, keys: list[tuple[uuid.UUID, uuid.UUID]], vectors: list[list[float]], model: str
+) -> None:
     await conn.execute(
         text(
             f"UPDATE {table} AS t SET embedding = CAST(v.vector AS vector), embedding_model = :model "
-            "FROM unnest(CAST(:ids AS uuid[]), CAST(:vectors AS text[])) AS v(id, vector) WHERE t.id = v.id"
+            "FROM unnest(CAST(:agents AS uuid[]), CAST(:ids AS uuid[]), CAST(:vectors AS text[])) AS v(agent_id, id, vector) "
+            "WHERE t.agent_id = v.agent_id AND t.id = v.id"
         ),
-        {"ids": ids, "vectors": [str(v) for v in vectors], "model": model},
+        {"agents": [a for a, _ in keys], "ids": [i for _, i in keys], "vectors": [str(v) for v in vectors], "model": model},
     )
 
 

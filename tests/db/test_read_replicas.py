@@ -87,11 +87,13 @@ def wait_until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-unt
 
 
 def table_scans(standby: Standby, database: str) -> int:
-    """Scans of archival_passages the standby itself has counted (its statistics reach the view within seconds)."""
+    """Scans of archival_passages' partitions the standby itself has counted (its statistics reach the view within
+    seconds)."""
     return int(
         standby.sql(
             database,
-            "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'archival_passages'",
+            "SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables "
+            "WHERE relname ~ '^archival_passages_p[0-9]+$'",
         )
     )
 

@@ -47,13 +47,13 @@ FROM generate_series(1, :rows) AS p
 
 @pytest.fixture
 def agents(postgres_server: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, dict[str, uuid.UUID]]]:
-    """A fresh database with three agents of SIZES rows; at most one own index per table."""
+    """A fresh database with three agents of SIZES rows, all in one partition; at most one own index per partition."""
     url = create_database(postgres_server, f"engram_own_{uuid.uuid4().hex[:8]}")
-    db.run_migrations(url, E5_DIM)
+    db.run_migrations(url, E5_DIM, partitions=1)
     for name, rows in SIZES.items():
         run_sql(url, FILL, {"tenant": DEFAULT_TENANT_ID, "name": name, "rows": rows})
     # no ANALYZE: as after a burst of writes, the table's statistics do not know the agents' rows yet
-    monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 1)
+    monkeypatch.setattr(agent_indexes, "MAX_PER_PARTITION", 1)
     yield url, dict(run_sql(url, "SELECT name, id FROM agents"))
 
 
@@ -86,14 +86,14 @@ def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows
     assert found == exact
     assert build_own_indexes(url, indexes) == []  # nothing left to build within the cap
 
-    monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 2)
+    monkeypatch.setattr(agent_indexes, "MAX_PER_PARTITION", 2)
     assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["mid"])]  # never the small one: under INDEX_FROM
     assert own_indexes(url) == {index_name(TABLE, ids["big"]), index_name(TABLE, ids["mid"])}
 
 
 def test_a_deleted_agents_index_is_dropped_and_a_build_cut_short_is_built_again(agents, monkeypatch) -> None:
     url, ids = agents
-    monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 2)
+    monkeypatch.setattr(agent_indexes, "MAX_PER_PARTITION", 2)
     indexes = OwnIndexes()
     build_own_indexes(url, indexes)
     big = index_name(TABLE, ids["big"])

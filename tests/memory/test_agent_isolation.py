@@ -15,9 +15,10 @@ from app.memory.search import agent_indexes, hybrid
 from app.memory.search.agent_indexes import OwnIndexes
 from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
-from tests.support.database import build_own_indexes, create_database, plan_nodes, run_sql
+from tests.support.database import build_own_indexes, create_database, index_parts, plan_nodes, run_sql
 
 AGENTS = 1000
+TABLE = "archival_passages"
 PASSAGES_PER_AGENT = 12
 K = 10
 
@@ -79,22 +80,25 @@ def test_search_never_returns_another_agents_rows(crowded_database: str, route: 
     assert len(rows) == AGENTS
     if route.endswith("own index"):
         monkeypatch.setattr(agent_indexes, "INDEX_FROM", PASSAGES_PER_AGENT)
-        monkeypatch.setattr(agent_indexes, "MAX_PER_TABLE", 20)
+        monkeypatch.setattr(agent_indexes, "MAX_PER_PARTITION", 2)
         indexes = OwnIndexes()
         built = build_own_indexes(crowded_database, indexes)
-        assert len(built) == 20
+        [(partitions,)] = run_sql(crowded_database, f"SELECT count(*) FROM pg_inherits WHERE inhparent = '{TABLE}'::regclass")
+        assert len(built) == 2 * partitions  # the cap is per partition
         monkeypatch.setattr(hybrid, "OWN_INDEXES", indexes)
-        rows = [(agent_id, n) for agent_id, n in rows if indexes.has("archival_passages", agent_id)]
-        assert len(rows) == 20
+        rows = [(agent_id, n) for agent_id, n in rows if indexes.has(TABLE, agent_id)]
+        assert len(rows) == 2 * partitions
     foreign, short = foreign_hits(crowded_database, rows)
     assert foreign == 0
     assert short == 0  # each agent finds K of its own rows: the filter is not hiding a failed search
 
 
 def test_text_index_returns_only_the_agents_own_rows(crowded_database: str) -> None:
-    """ "shared" is in all 12,000 rows; the index, asked for the term and the agent, gives back the agent's 12."""
+    """ "shared" is in all 12,000 rows; the index, asked for the term and the agent, gives back the agent's 12 (from
+    the part on the agent's partition: the others hold no row of the agent)."""
     [(agent_id,)] = run_sql(crowded_database, "SELECT id FROM agents WHERE name = 'crowd 7'")
     sql, params = hybrid.search_statement(ArchivalPassage, agent_id, SearchQuery("shared", k=K, mode="text"), [1.0] * E5_DIM)
     nodes = plan_nodes(crowded_database, sql, params)
-    text_scans = [node for node in nodes if node.get("Index Name") == "ix_archival_passages_agent_tsv"]
-    assert [node["Actual Rows"] for node in text_scans] == [PASSAGES_PER_AGENT]
+    parts = index_parts(crowded_database, "ix_archival_passages_agent_tsv")
+    text_scans = [node for node in nodes if node.get("Index Name") in parts]
+    assert sorted(node["Actual Rows"] for node in text_scans if node["Actual Rows"]) == [PASSAGES_PER_AGENT]

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import time
+import uuid
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -69,3 +70,34 @@ def analyze(database_url: str, table: str) -> None:
             if "deadlock detected" not in str(exc) or attempt == 4:
                 raise
             time.sleep(0.2)
+
+
+def index_parts(database_url: str, index: str) -> set[str]:
+    """The indexes a partitioned table's index has on its partitions (each partition's own part of it)."""
+    rows = run_sql(
+        database_url,
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = CAST(:index AS regclass)",
+        {"index": index},
+    )
+    return {name for (name,) in rows}
+
+
+def agent_beside(database_url: str, agent_id: uuid.UUID, name: str) -> uuid.UUID:
+    """A new agent whose rows share a partition with `agent_id`'s (the tables are hash-partitioned by agent)."""
+    [(neighbour,)] = run_sql(
+        database_url,
+        """
+        WITH parts AS (SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'archival_passages'::regclass),
+        home AS (SELECT r FROM parts, generate_series(0, parts.n - 1) AS r
+                 WHERE satisfies_hash_partition('archival_passages'::regclass, parts.n, r, CAST(:agent AS uuid)))
+        SELECT u FROM parts, home, (SELECT gen_random_uuid() AS u FROM generate_series(1, 10000)) AS candidates
+        WHERE satisfies_hash_partition('archival_passages'::regclass, parts.n, home.r, u) LIMIT 1""",
+        {"agent": agent_id},
+    )
+    run_sql(
+        database_url,
+        "INSERT INTO agents (id, tenant_id, name, context_start_seq, created_at, updated_at) "
+        "SELECT :id, tenant_id, :name, 0, now(), now() FROM agents WHERE id = :agent",
+        {"id": neighbour, "name": name, "agent": agent_id},
+    )
+    return uuid.UUID(str(neighbour))

@@ -76,7 +76,9 @@ class PassageRepository:
             return [[] for _ in vectors]
         found = (
             await self.session.scalars(
-                select(ArchivalPassage).options(NO_PASSAGE_VECTOR).where(col(ArchivalPassage.id).in_({r.id for r in rows}))
+                select(ArchivalPassage)
+                .options(NO_PASSAGE_VECTOR)
+                .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id).in_({r.id for r in rows}))
             )
         ).all()
         by_id = {p.id: p for p in found}

@@ -34,11 +34,11 @@ class MessageRepository:
         self.session.add_all(messages)
         await self.session.flush()
 
-    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+    async def set_embedding(self, agent_id: uuid.UUID, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
         """Store a message's vector, unless `engram reembed` has given it one of another model meanwhile."""
         query = (
             update(Message)
-            .where(col(Message.id) == message_id, col(Message.embedding_model).is_(None))
+            .where(col(Message.agent_id) == agent_id, col(Message.id) == message_id, col(Message.embedding_model).is_(None))
             .values(embedding=embedding, embedding_model=model)
         )
         await self.session.execute(query)

@@ -75,5 +75,5 @@ class RecallMemory:
     async def unembedded(self, *, limit: int, settled_before: datetime, exclude: Collection[uuid.UUID] = ()) -> Sequence[Message]:
         return await self.messages.unembedded(limit=limit, settled_before=settled_before, exclude=exclude)
 
-    async def set_embedding(self, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
-        await self.messages.set_embedding(message_id, embedding, model)
+    async def set_embedding(self, agent_id: uuid.UUID, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
+        await self.messages.set_embedding(agent_id, message_id, embedding, model)

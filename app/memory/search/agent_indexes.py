@@ -11,8 +11,10 @@ dropped and built again on the next round. Searches ask for the index through it
 statement (hybrid._nearest), only for agents this process has seen an index of (`OWN_INDEXES`, read from the
 catalog each round): an agent whose index is not there yet, or no longer, gets an exact scan — the same rows.
 
-Every index of a table is opened (and locked) by each statement on it and checked on each insert, so their number
-is capped (MAX_PER_TABLE, the largest agents first): past that, partitioning by agent (docs/scaling.md) is the way.
+The tables are partitioned by agent (migration 0015): an own index is built on the agent's partition, where a
+statement naming the agent (its predicate is written out) is planned alone. Every index of a partition is opened by
+each statement planned on it and checked on each insert there, so their number is capped per partition
+(MAX_PER_PARTITION, the largest agents first): 64 times ENGRAM_PARTITIONS in all.
 """
 
 import asyncio
@@ -31,8 +33,8 @@ log = logging.getLogger(__name__)
 
 # An agent gets its own index from this many rows (its exact scan then costs more than an index walk)...
 INDEX_FROM = 2_000
-# ...while its table has fewer than this many own indexes.
-MAX_PER_TABLE = 64
+# ...while its partition has fewer than this many own indexes.
+MAX_PER_PARTITION = 64
 TABLES = ("archival_passages", "messages")
 ROUND_SECONDS = 30.0
 # Memory for one build (the session's own: one build runs at a time); HNSW builds that spill take several times longer.
@@ -74,14 +76,32 @@ def _parse(name: str) -> tuple[str, uuid.UUID]:
 
 
 async def _catalog(conn: AsyncConnection) -> dict[str, bool]:
+    return {name: valid for name, (valid, _) in (await _own_indexes(conn)).items()}
+
+
+async def _own_indexes(conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
+    """Each own index's name -> (whether it is valid, the partition it is on)."""
     rows = await conn.execute(
         text(
-            "SELECT c.relname, i.indisvalid AND i.indisready FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-            "WHERE i.indrelid = ANY(CAST(:tables AS regclass[])) AND c.relname ~ :name"
+            "SELECT c.relname, i.indisvalid AND i.indisready, i.indrelid::regclass::text "
+            "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = ANY(CAST(:tables AS regclass[]))) "
+            "AND c.relname ~ :name"
         ),
         {"tables": list(TABLES), "name": NAME.pattern},  # the pattern reads the same in Python and PostgreSQL
     )
-    return {name: bool(valid) for name, valid in rows.all()}
+    return {name: (bool(valid), partition) for name, valid, partition in rows.all()}
+
+
+async def _partitions_of(conn: AsyncConnection, table: str, agents: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The partition each agent's rows are in."""
+    rows = await conn.execute(
+        text(
+            f"SELECT a, (SELECT tableoid::regclass::text FROM {table} WHERE agent_id = a LIMIT 1) FROM unnest(CAST(:ids AS uuid[])) AS a"
+        ),
+        {"ids": agents},
+    )
+    return {agent_id: partition for agent_id, partition in rows.all() if partition is not None}
 
 
 async def drop_own_indexes(conn: AsyncConnection) -> None:
@@ -127,49 +147,59 @@ async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) 
 
 
 async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
-    existing = await indexes.refresh(conn)
-    drop, build = await _plan(conn, existing)
+    await indexes.refresh(conn)
+    drop, build = await _plan(conn, await _own_indexes(conn))
     for name in drop:
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
         log.info("dropped own vector index %s", name)
     await conn.execute(text(f"SET maintenance_work_mem = '{BUILD_MEMORY}'"))
-    for table, agent_id in build:
+    for table, agent_id, partition in build:
         name = index_name(table, agent_id)
         started = time.perf_counter()
         await conn.execute(
             text(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} "
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {partition} "
                 f"USING hnsw (embedding vector_cosine_ops) WHERE agent_id = '{agent_id}'::uuid"
             )
         )
-        log.info("built own vector index %s in %.1f s", name, time.perf_counter() - started)
-    for table in sorted({table for table, _ in build}):
-        # the planner takes an own index only with statistics that know the agent's rows (a table not analysed
+        log.info("built own vector index %s on %s in %.1f s", name, partition, time.perf_counter() - started)
+    for partition in sorted({partition for _, _, partition in build}):
+        # the planner takes an own index only with statistics that know the agent's rows (a partition not analysed
         # since it grew plans an exact scan); autovacuum would get there, later
-        await conn.execute(text(f"ANALYZE {table}"))
+        await conn.execute(text(f"ANALYZE {partition}"))
     if drop or build:
         await indexes.refresh(conn)
-    return [index_name(table, agent_id) for table, agent_id in build]
+    return [index_name(table, agent_id) for table, agent_id, _ in build]
 
 
-async def _plan(conn: AsyncConnection, existing: dict[str, bool]) -> tuple[list[str], list[tuple[str, uuid.UUID]]]:
-    """(indexes to drop, (table, agent) to build). Dropped: invalid ones (a build cut short), those of deleted
-    agents, and — only to make room for a larger agent — the smallest of those no longer among the MAX_PER_TABLE
-    largest. Built: the largest agents of at least INDEX_FROM rows without one."""
+async def _plan(
+    conn: AsyncConnection, existing: dict[str, tuple[bool, str]]
+) -> tuple[list[str], list[tuple[str, uuid.UUID, str]]]:
+    """(indexes to drop, (table, agent, partition) to build). Dropped: invalid ones (a build cut short), those of
+    deleted agents, and — only to make room for a larger agent — the smallest of a partition's no longer among its
+    MAX_PER_PARTITION largest. Built: each partition's largest agents of at least INDEX_FROM rows without one."""
     agents = [_parse(name)[1] for name in existing]
     alive = set((await conn.execute(text("SELECT id FROM agents WHERE id = ANY(:ids)"), {"ids": agents})).scalars())
-    drop = [name for name, valid in existing.items() if not valid or _parse(name)[1] not in alive]
-    build: list[tuple[str, uuid.UUID]] = []
+    drop = [name for name, (valid, _) in existing.items() if not valid or _parse(name)[1] not in alive]
+    build: list[tuple[str, uuid.UUID, str]] = []
     for table in TABLES:
         rows = await conn.execute(
             text("SELECT agent_id, docs FROM lexical_corpus WHERE source = :table AND docs >= :least"),
             {"table": table, "least": INDEX_FROM},
         )
         sizes: dict[uuid.UUID, int] = {agent_id: docs for agent_id, docs in rows.all()}
-        wanted = sorted(sizes, key=lambda a: (-sizes[a], a))[:MAX_PER_TABLE]
-        kept = [a for t, a in map(_parse, existing) if t == table and index_name(t, a) not in drop]
-        missing = [a for a in wanted if a not in kept]
-        surplus = sorted((a for a in kept if a not in wanted), key=lambda a: sizes.get(a, 0))
-        drop += [index_name(table, a) for a in surplus[: max(len(kept) + len(missing) - MAX_PER_TABLE, 0)]]
-        build += [(table, a) for a in missing]
+        homes = await _partitions_of(conn, table, list(sizes))
+        kept = {
+            _parse(name)[1]: partition
+            for name, (_, partition) in existing.items()
+            if _parse(name)[0] == table and name not in drop
+        }
+        for partition in sorted(set(homes.values()) | set(kept.values())):
+            here = [a for a, home in homes.items() if home == partition]
+            wanted = sorted(here, key=lambda a: (-sizes[a], a))[:MAX_PER_PARTITION]
+            indexed = [a for a, home in kept.items() if home == partition]
+            missing = [a for a in wanted if a not in indexed]
+            surplus = sorted((a for a in indexed if a not in wanted), key=lambda a: sizes.get(a, 0))
+            drop += [index_name(table, a) for a in surplus[: max(len(indexed) + len(missing) - MAX_PER_PARTITION, 0)]]
+            build += [(table, a, partition) for a in missing]
     return drop, build

@@ -141,7 +141,7 @@ pool AS (
         SELECT id, max(score) AS score FROM (
             SELECT id, NULL::float8 AS score, true AS nearest FROM vec UNION ALL SELECT id, score, false FROM bm25
         ) listed GROUP BY id HAVING bool_or(nearest) OR id IN (SELECT id FROM lex)
-    ) b JOIN {table} t ON t.id = b.id
+    ) b JOIN {table} t ON t.agent_id = :agent_id AND t.id = b.id
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
 ), norms AS (
     SELECT min(centred) AS low, max(centred) AS high,
@@ -185,7 +185,7 @@ def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: f
     return f"""
 lead AS (
     SELECT l.score, {lead}
-    FROM (SELECT id, score FROM fused ORDER BY score DESC, id LIMIT {REPLY_LEAD}) l JOIN {table} q ON q.id = l.id
+    FROM (SELECT id, score FROM fused ORDER BY score DESC, id LIMIT {REPLY_LEAD}) l JOIN {table} q ON q.agent_id = :agent_id AND q.id = l.id
     WHERE q.token_count <= {REPLY_MAX_TOKENS} AND q.content ~ '{QUESTION_PATTERN}'
 ), replies AS (
     SELECT r.id, max(l.score) AS question_score
@@ -205,7 +205,7 @@ lead AS (
     SELECT r.id, coalesce(c.similarity, 0),
            least(own.score + {REPLY_SHARE} * r.question_score, 1),
            {bonus}
-    FROM replies r JOIN {table} t ON t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
+    FROM replies r JOIN {table} t ON t.agent_id = :agent_id AND t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
     CROSS JOIN norms
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
     CROSS JOIN LATERAL (SELECT coalesce(f.score,
@@ -235,7 +235,7 @@ def _sql(
 WITH {", ".join(ctes)}, top AS (
     SELECT id, similarity, score + bonus AS score FROM {ranked} ORDER BY score + bonus DESC, similarity DESC, id LIMIT :k
 )
-SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.id = top.id
+SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.agent_id = :agent_id AND t.id = top.id
 ORDER BY top.score DESC, top.similarity DESC, top.id
 """
 
