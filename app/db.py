@@ -188,9 +188,11 @@ async def transaction(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterat
             raise
 
 
-def run_migrations(url: str, embedding_dim: int, revision: str = "head", *, partitions: int | None = None) -> None:
-    """alembic upgrade (blocking; env.py runs its own event loop). `partitions`: of the tables partitioned by agent,
-    when they are made (migration 0015; default ENGRAM_PARTITIONS, else 16)."""
+def run_migrations(
+    url: str, embedding_dim: int, revision: str = "head", *, partitions: int | None = None, downgrade: bool = False
+) -> None:
+    """alembic upgrade, or `downgrade` to `revision` (blocking; env.py runs its own event loop). `partitions`: of the
+    tables partitioned by agent, when they are made (migration 0015; default ENGRAM_PARTITIONS, else 16)."""
     from alembic.config import Config
 
     from alembic import command
@@ -200,7 +202,7 @@ def run_migrations(url: str, embedding_dim: int, revision: str = "head", *, part
     config.attributes["database_url"] = asyncpg_url(url)
     config.attributes["embedding_dim"] = embedding_dim
     config.attributes["partitions"] = partitions
-    command.upgrade(config, revision)
+    (command.downgrade if downgrade else command.upgrade)(config, revision)
 
 
 async def migrate(url: str, embedding_dim: int, partitions: int | None = None) -> None:

@@ -56,9 +56,17 @@ def _serve(args: argparse.Namespace) -> None:
     DrainingServer(config, drain).run()
 
 
-def _migrate(_: argparse.Namespace) -> None:
-    migrated_database_url()
-    print("database schema is up to date")
+def _migrate(args: argparse.Namespace) -> None:
+    if args.down_to is None:
+        migrated_database_url()
+        print("database schema is up to date")
+        return
+    from app import db
+    from app.llm.embeddings import build_embedder
+    from app.settings import get_settings
+
+    db.run_migrations(database_url(), build_embedder(get_settings()).dim, args.down_to, downgrade=True)
+    print(f"database schema is at {args.down_to}")
 
 
 def database_url() -> str:
@@ -267,7 +275,13 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     serve.add_argument("--log-level", default="info")
     serve.add_argument("--log-format", choices=["json", "text"], default="json")
     serve.set_defaults(run=_serve)
-    sub.add_parser("migrate", help="apply database migrations").set_defaults(run=_migrate)
+    migrate = sub.add_parser("migrate", help="apply database migrations")
+    migrate.add_argument(
+        "--down-to",
+        metavar="REVISION",
+        help="undo the migrations after REVISION instead (e.g. 0014_unique_agent_names: one table each again)",
+    )
+    migrate.set_defaults(run=_migrate)
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="issue an API key for a tenant")
     create.add_argument("--tenant", required=True, help="tenant id or name (a new name creates the tenant)")

@@ -11,6 +11,7 @@ from alembic import command
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
 from app.settings import E5_DIM
+from tests.support.cli import engram
 from tests.support.database import create_database, run_sql
 
 BEFORE = "0014_unique_agent_names"
@@ -134,3 +135,19 @@ def test_a_move_cut_short_goes_on_replays_what_changed_and_comes_back_on_downgra
     migrate(url, partitions=2)
     assert partitioned(url) == {"archival_passages": 2, "messages": 2}
     assert fingerprint(url) == after_upgrade
+
+
+def test_the_number_of_partitions_changes_by_migrating_down_and_up_again(postgres_server: object) -> None:
+    """What docs/scaling.md tells an operator to run: `engram migrate --down-to …`, then `engram migrate` with the new
+    ENGRAM_PARTITIONS."""
+    url = create_database(postgres_server, f"engram_repartition_{uuid.uuid4().hex[:8]}")
+    migrate(url, partitions=4)
+    run_sql(url, FILL, {"tenant": DEFAULT_TENANT_ID, "tag": "a"})
+    stored = fingerprint(url)
+    down = engram("migrate", "--down-to", BEFORE, DATABASE_URL=url)
+    assert (down.returncode, down.stdout.strip()) == (0, f"database schema is at {BEFORE}"), down.stderr
+    assert partitioned(url) == {}
+    up = engram("migrate", DATABASE_URL=url, ENGRAM_PARTITIONS="8")
+    assert up.returncode == 0, up.stderr
+    assert partitioned(url) == {"archival_passages": 8, "messages": 8}
+    assert fingerprint(url) == stored
