@@ -41,6 +41,8 @@ LEXICAL_TRIGGERS = {
     "delete": "OLD TABLE AS old_rows",
     "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
 }
+# What the new table takes of the old one's columns: all there is to a column but its constraints.
+COLUMNS_ALIKE = "INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING IDENTITY INCLUDING STORAGE INCLUDING COMPRESSION"
 # The agents' own vector indexes (app/memory/search/agent_indexes.py) stay with the old table.
 OWN_INDEX = r"_agent_[0-9a-f]{32}$"
 
@@ -143,12 +145,7 @@ def _prepare(conn: Connection, table: str, staging: str, count: int) -> None:
             )
         )
     conn.execute(text(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {table}_move_key ON {table} (agent_id, id)"))
-    conn.execute(
-        text(
-            f"CREATE TABLE IF NOT EXISTS {staging} (LIKE {table} INCLUDING DEFAULTS INCLUDING GENERATED "
-            "INCLUDING IDENTITY INCLUDING STORAGE INCLUDING COMPRESSION) PARTITION BY HASH (agent_id)"
-        )
-    )
+    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {staging} (LIKE {table} {COLUMNS_ALIKE}) PARTITION BY HASH (agent_id)"))
     for n in range(count):
         conn.execute(
             text(
@@ -245,17 +242,7 @@ def _swap(conn: Connection, table: str, staging: str, columns: str) -> None:
                 f"ALTER TABLE {table} RENAME CONSTRAINT {staging}_{constraint} TO {table}_{constraint}; END IF; END $$"
             )
         )
-    for event, transition in LEXICAL_TRIGGERS.items():
-        conn.execute(
-            text(
-                f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} REFERENCING {transition} "
-                f"FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
-            )
-        )
-    if table == "messages":
-        conn.execute(
-            text("SELECT setval(pg_get_serial_sequence('messages', 'seq'), coalesce(max(seq), 0) + 1, false) FROM messages")
-        )
+    _rejoin(conn, table)
     conn.execute(text(f"DELETE FROM {CHANGES} WHERE source = :t"), {"t": table})
 
 
@@ -268,12 +255,7 @@ def downgrade() -> None:
         columns = _columns(conn, table)
         plain = f"{table}_plain"
         conn.execute(text(f"LOCK TABLE {table} IN EXCLUSIVE MODE"))
-        conn.execute(
-            text(
-                f"CREATE TABLE {plain} (LIKE {table} INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING IDENTITY "
-                "INCLUDING STORAGE INCLUDING COMPRESSION) WITH (toast_tuple_target = 4080)"
-            )
-        )
+        conn.execute(text(f"CREATE TABLE {plain} (LIKE {table} {COLUMNS_ALIKE}) WITH (toast_tuple_target = 4080)"))
         conn.execute(text(f"INSERT INTO {plain} ({columns}) SELECT {columns} FROM {table}"))
         indexes = conn.execute(
             text(
@@ -305,9 +287,6 @@ def downgrade() -> None:
                     "ALTER TABLE messages ADD CONSTRAINT messages_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES turns (id) ON DELETE SET NULL"
                 )
             )
-            conn.execute(
-                text("SELECT setval(pg_get_serial_sequence('messages', 'seq'), coalesce(max(seq), 0) + 1, false) FROM messages")
-            )
         else:
             conn.execute(
                 text(
@@ -315,10 +294,20 @@ def downgrade() -> None:
                     "(superseded_by) REFERENCES archival_passages (id) ON DELETE SET NULL"
                 )
             )
-        for event, transition in LEXICAL_TRIGGERS.items():
-            conn.execute(
-                text(
-                    f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} REFERENCING {transition} "
-                    f"FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
-                )
+        _rejoin(conn, table)
+
+
+def _rejoin(conn: Connection, table: str) -> None:
+    """What a table made anew takes over from the one it replaces: the BM25 statistics triggers (migration 0005) and,
+    for messages, the count of seq."""
+    for event, transition in LEXICAL_TRIGGERS.items():
+        conn.execute(
+            text(
+                f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} REFERENCING {transition} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
             )
+        )
+    if table == "messages":
+        conn.execute(
+            text("SELECT setval(pg_get_serial_sequence('messages', 'seq'), coalesce(max(seq), 0) + 1, false) FROM messages")
+        )
