@@ -49,6 +49,7 @@ class Replica:
     sessions: async_sessionmaker[AsyncSession]
     lag_seconds: float | None = None  # at the last check; None: not measured
     problem: str | None = "not checked yet"  # why it is skipped; None: usable
+    checked_at: float = 0.0  # monotonic time of the last check that measured it
 
     def status(self) -> dict[str, Any]:
         lag = None if self.lag_seconds is None else round(self.lag_seconds, 3)
@@ -110,8 +111,15 @@ class ReadReplicas:
         return any(self._writes.get(key, 0.0) > since for key in ((caller, agent_id), (caller, None)))
 
     def pick(self) -> Replica | None:
-        """A usable replica, in turn (None: none is; the primary serves)."""
-        usable = [r for r in self.replicas if r.problem is None]
+        """A usable replica, in turn (None: none is; the primary serves). Usable: within the maximum lag at its last
+        check, and that check recent enough that it cannot have fallen further than the staleness bound since (a
+        check that stalls, the primary slow to answer, say, must not leave an old verdict standing)."""
+        now = time.monotonic()
+        usable = [
+            r
+            for r in self.replicas
+            if r.problem is None and (r.lag_seconds or 0.0) + (now - r.checked_at) <= self.staleness_bound_seconds
+        ]
         return usable[next(self._turn) % len(usable)] if usable else None
 
     def failed(self, replica: Replica, error: BaseException) -> None:
@@ -165,6 +173,8 @@ class ReadReplicas:
         if (problem is None) != (replica.problem is None) and replica.problem != "not checked yet":
             log.warning("read replica %s: %s", replica.name, f"{problem}; reads go to the primary" if problem else "back in use")
         replica.problem, replica.lag_seconds = problem, lag
+        if lag is not None:
+            replica.checked_at = time.monotonic()
         REPLICA_USABLE.labels(replica.name).set(problem is None)
         if lag is not None:
             REPLICA_LAG_SECONDS.labels(replica.name).set(lag)

@@ -16,11 +16,13 @@ Create Date: 2026-12-06
 
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from alembic import context, op
 
@@ -35,6 +37,9 @@ MIGRATION_LOCK_KEY = 0x656E6772  # env.py's: held for the whole move, across its
 TABLES = ("archival_passages", "messages")
 BATCH_ROWS = 20_000  # rows a batch moves (config attribute `move_batch_rows`: tests use small ones)
 DEFAULT_PARTITIONS = 16
+MIN_SERVER_VERSION = 170000
+CHANGES_LEFT_FOR_THE_LOCK = 1000  # what the move replays before it holds writers back for the rest
+LOCK_TIMEOUT = "5s"  # the swap's wait for its lock, at most; then the run fails and is resumed by the next one
 CHANGES = "partition_move_changes"
 LEXICAL_TRIGGERS = {
     "insert": "NEW TABLE AS new_rows",
@@ -56,6 +61,12 @@ def partitions() -> int:
 
 
 def upgrade() -> None:
+    version = op.get_bind().execute(text("SHOW server_version_num")).scalar_one()
+    if int(version) < MIN_SERVER_VERSION:
+        raise RuntimeError(
+            f"this migration needs PostgreSQL 17 or later (an identity column on a partitioned table); the server is "
+            f"{int(version) // 10000}: upgrade PostgreSQL first (nothing was changed)"
+        )
     count = partitions()
     op.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")  # outlives the commits of the moves below
     for table in TABLES:
@@ -109,10 +120,11 @@ def _move(table: str, count: int) -> None:
             upto = "(agent_id, id) <= (:end_agent, :end_id)" if end else "TRUE"
             keys |= {"end_agent": end[0], "end_id": end[1]} if end else {}
             where = " AND ".join(part for part in (after.removeprefix("WHERE "), upto) if part)
-            copied = conn.execute(
-                text(f"INSERT INTO {staging} ({columns}) SELECT {columns} FROM {table} WHERE {where} ON CONFLICT DO NOTHING"),
+            copied = _copy(
+                conn,
+                f"INSERT INTO {staging} ({columns}) SELECT {columns} FROM {table} WHERE {where} ON CONFLICT DO NOTHING",
                 keys,
-            ).rowcount
+            )
             moved += copied
             log.info("%s: %d of %d rows moved (%.0f s)", table, moved, total, time.monotonic() - began)
             if stop_after is not None:
@@ -122,8 +134,56 @@ def _move(table: str, count: int) -> None:
             if end is None:
                 break
             start = end
+        if table == "archival_passages":  # a successor is the same agent's (checked once every row is in: a batch may
+            # end between a passage and its successor)
+            _constrain(
+                conn,
+                staging,
+                f"{staging}_superseded_by_fkey",
+                f"FOREIGN KEY (agent_id, superseded_by) REFERENCES {staging} (agent_id, id) ON DELETE SET NULL (superseded_by)",
+            )
         conn.execute(text(f"ANALYZE {staging}"))
+        while _replay(conn, table, staging, columns, limit=CHANGES_LEFT_FOR_THE_LOCK * 10) > CHANGES_LEFT_FOR_THE_LOCK:
+            pass  # the changes of the move so far, while writers go on: the lock below waits only for the last ones
     _swap(op.get_bind(), table, staging, columns)
+
+
+def _copy(conn: Connection, statement: str, keys: dict[str, object]) -> int:
+    """One batch; again if an agent (or turn) was deleted while its rows were being copied (what that deletion took
+    with it is gone from the old table by then, and the replay sees to the rest)."""
+    for attempt in range(3):
+        try:
+            return int(conn.execute(text(statement), keys).rowcount)
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _replay(conn: Connection, table: str, staging: str, columns: str, *, limit: int | None) -> int:
+    """Brings the rows written since the move began (up to `limit` of the changes noted) into the new table, as they
+    now are in the old one (or gone); one statement: a change is forgotten only with its row replayed. Returns the
+    changes taken."""
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns.split(", ") if c not in ("agent_id", "id"))
+    taken = f"SELECT ctid FROM {CHANGES} WHERE source = :t" + (f" LIMIT {limit}" if limit else "")
+    row = conn.execute(
+        text(
+            f"""WITH taken AS (DELETE FROM {CHANGES} WHERE ctid IN ({taken}) RETURNING agent_id, id),
+            changed AS (SELECT DISTINCT agent_id, id FROM taken),
+            replayed AS (
+                INSERT INTO {staging} ({columns}) SELECT {", ".join(f"t.{c}" for c in columns.split(", "))}
+                FROM {table} t JOIN changed USING (agent_id, id)
+                ON CONFLICT (agent_id, id) DO UPDATE SET {updates} RETURNING 1
+            ), gone AS (
+                DELETE FROM {staging} s USING changed c WHERE s.agent_id = c.agent_id AND s.id = c.id
+                AND NOT EXISTS (SELECT FROM {table} t WHERE t.agent_id = c.agent_id AND t.id = c.id) RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM taken), (SELECT count(*) FROM replayed), (SELECT count(*) FROM gone)"""
+        ),
+        {"t": table},
+    ).one()
+    log.info("%s: %d rows written during the move replayed, %d deleted", table, row[1], row[2])
+    return int(row[0])
 
 
 def _prepare(conn: Connection, table: str, staging: str, count: int) -> None:
@@ -137,15 +197,18 @@ def _prepare(conn: Connection, table: str, staging: str, count: int) -> None:
         )
     )
     for event, transition in (("insert", "NEW"), ("update", "NEW"), ("delete", "OLD")):
-        conn.execute(text(f"DROP TRIGGER IF EXISTS {table}_move_{event} ON {table}"))
-        conn.execute(
+        conn.execute(  # in place, never dropped and made again: no write may pass unnoted in between
             text(
-                f"CREATE TRIGGER {table}_move_{event} AFTER {event.upper()} ON {table} REFERENCING {transition} TABLE AS "
-                "changed FOR EACH STATEMENT EXECUTE FUNCTION engram_note_change()"
+                f"CREATE OR REPLACE TRIGGER {table}_move_{event} AFTER {event.upper()} ON {table} REFERENCING {transition} "
+                "TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION engram_note_change()"
             )
         )
-    conn.execute(text(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {table}_move_key ON {table} (agent_id, id)"))
+    # Not CONCURRENTLY: that waits for every older snapshot, among them another replica's start waiting for the
+    # migration lock (a deadlock); writes wait for this build instead (2M rows: seconds).
+    conn.execute(text(f"CREATE INDEX IF NOT EXISTS {table}_move_key ON {table} (agent_id, id)"))
     conn.execute(text(f"CREATE TABLE IF NOT EXISTS {staging} (LIKE {table} {COLUMNS_ALIKE}) PARTITION BY HASH (agent_id)"))
+    made = conn.execute(text("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(:t)"), {"t": staging}).scalar()
+    count = int(made or 0) or count  # a run cut short made them already: its count stands
     for n in range(count):
         conn.execute(
             text(
@@ -179,9 +242,7 @@ def _prepare(conn: Connection, table: str, staging: str, count: int) -> None:
         },
     ).all()
     for name, definition in indexes:  # the same definitions, on the partitioned table (each partition gets its own)
-        on = f" ON public.{table} USING "
-        assert on in definition, definition
-        head, tail = definition.split(on, 1)
+        head, tail = re.split(r" ON (?:ONLY )?\S+ USING ", definition, maxsplit=1)
         head = head.replace(" INDEX ", " INDEX IF NOT EXISTS ", 1).replace(name, f"{name}_by_agent", 1)
         conn.execute(text(f"{head} ON {staging} USING {tail}"))
 
@@ -192,33 +253,12 @@ def _constrain(conn: Connection, table: str, name: str, definition: str) -> None
 
 
 def _swap(conn: Connection, table: str, staging: str, columns: str) -> None:
-    """Under a lock that holds writers back for as long as it takes to replay what changed during the move."""
-    conn.execute(text(f"LOCK TABLE {table} IN EXCLUSIVE MODE"))  # reads go on until the swap itself
-    replayed = conn.execute(
-        text(
-            f"INSERT INTO {staging} ({columns}) SELECT {columns} FROM {table} t "
-            f"WHERE (t.agent_id, t.id) IN (SELECT agent_id, id FROM {CHANGES} WHERE source = :t) "
-            f"ON CONFLICT (agent_id, id) DO UPDATE SET "
-            + ", ".join(f"{c} = EXCLUDED.{c}" for c in columns.split(", ") if c not in ("agent_id", "id"))
-        ),
-        {"t": table},
-    ).rowcount
-    gone = conn.execute(
-        text(
-            f"DELETE FROM {staging} s USING {CHANGES} c WHERE c.source = :t AND s.agent_id = c.agent_id AND s.id = c.id "
-            f"AND NOT EXISTS (SELECT FROM {table} t WHERE t.agent_id = c.agent_id AND t.id = c.id)"
-        ),
-        {"t": table},
-    ).rowcount
-    log.info("%s: %d rows changed during the move replayed, %d deleted", table, replayed, gone)
-    if table == "archival_passages":  # a successor is the same agent's (checked once every row is in: a batch may
-        # end between a passage and its successor)
-        _constrain(
-            conn,
-            staging,
-            f"{staging}_superseded_by_fkey",
-            f"FOREIGN KEY (agent_id, superseded_by) REFERENCES {staging} (agent_id, id) ON DELETE SET NULL (superseded_by)",
-        )
+    """Holds writers (and readers) back while it replays the last changes of the move, swaps the tables and drops the
+    old one. The lock is taken at once, at its strongest (a weaker one raised later can deadlock with a writer), and
+    waited for LOCK_TIMEOUT at most: a run that cannot get it fails, and the next run resumes with little to do."""
+    conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+    conn.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+    _replay(conn, table, staging, columns, limit=None)
     index_names = (
         conn.execute(
             text(

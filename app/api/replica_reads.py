@@ -24,7 +24,7 @@ from app.runtime import runtime
 READING_METHODS = frozenset({"GET", "HEAD"})
 REPLICA_FAILED = "engram.replica_failed"  # scope state: the read's replica failed it
 PRIMARY_ONLY = "engram.primary_only"  # scope state: the read runs again, on the primary
-# What a read on a replica may fail with that the primary may not: it runs again there.
+# What a read on a replica may fail with (replica_failed sorts out which of them are the replica's).
 REPLICA_FAILURES: tuple[type[Exception], ...] = (*DATABASE_FAILURES, DatabaseUnreachable)
 _AGENT_IN_PATH = re.compile(r"/agents/(?:agent-)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
 
@@ -51,11 +51,12 @@ def replica_for(scope: Scope, replicas: ReadReplicas | None) -> Replica | None:
 
 
 def replica_failed(scope: Scope, replicas: ReadReplicas, replica: Replica, error: Exception) -> None:
-    """A database failure of the request on its replica: it runs again on the primary, and a replica that is
-    unreachable is skipped from now on (a query cancelled by a recovery conflict, say, says nothing of the replica)."""
+    """A database failure of the request on its replica. One of the replica's (unreachable, shutting down, a query
+    cancelled by recovery): the request runs again on the primary, and the replica is skipped until a check finds it
+    back. Any other (bad input, a timeout) would fail on the primary too: it is answered as it is."""
     if isinstance(error, DatabaseUnreachable) or isinstance(failure_as_error(error), DatabaseUnreachable):
         replicas.failed(replica, error)
-    scope.setdefault("state", {})[REPLICA_FAILED] = True
+        scope.setdefault("state", {})[REPLICA_FAILED] = True
 
 
 class ReplicaReads:

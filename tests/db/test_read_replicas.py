@@ -209,6 +209,8 @@ def test_a_read_its_replica_fails_is_answered_by_the_primary(client: TestClient,
     assert replicas is not None and replicas._task is not None
     replicas._task.cancel()  # no more checks: only the request itself can find the standby gone
     standby.stop()
+    for replica in replicas.replicas:  # as if a check had found it current a moment before it stopped
+        replica.checked_at = time.monotonic()
     try:
         before = reads(client)
         found = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "What does the brother do?"})
@@ -248,3 +250,18 @@ def test_every_kind_of_read_works_on_the_standby(client: TestClient, llm: Script
         response = client.get(path)
         assert response.status_code == 200, (path, response.text)
     assert reads_since(client, before) == {"replica": len(paths), "primary": 0}
+
+
+def test_a_replica_whose_checks_stall_is_not_used_past_the_staleness_bound(client: TestClient) -> None:
+    """The last check's verdict holds only as long as the replica could not have fallen further behind than the
+    bound since: with no check since (a check stuck on a slow primary), reads go to the primary."""
+    agent_id = new_agent_with_passages(client, "The user's aunt keeps bees.")
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    replicas = runtime(client.app).replicas
+    assert replicas is not None and replicas._task is not None
+    replicas._task.cancel()
+    time.sleep(replicas.staleness_bound_seconds)
+    before = reads(client)
+    assert client.get(f"/v1/agents/{agent_id}/archival", params={"query": "bees"}).status_code == 200
+    assert reads_since(client, before) == {"replica": 0, "primary": 1}
