@@ -59,10 +59,10 @@ class OwnIndexes:
     def has(self, table: str, agent_id: uuid.UUID) -> bool:
         return (table, agent_id) in self._valid
 
-    async def refresh(self, conn: AsyncConnection) -> dict[str, bool]:
-        """Reads the own indexes from the catalog; returns each one's name -> whether it is valid."""
-        found = await _catalog(conn)
-        self._valid = frozenset(_parse(name) for name, valid in found.items() if valid)
+    async def refresh(self, conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
+        """Reads the own indexes from the catalog; returns each one's name -> (whether it is valid, its partition)."""
+        found = await _own_indexes(conn)
+        self._valid = frozenset(_parse(name) for name, (valid, _) in found.items() if valid)
         return found
 
 
@@ -73,10 +73,6 @@ def _parse(name: str) -> tuple[str, uuid.UUID]:
     match = NAME.match(name)
     assert match, name
     return match[1], uuid.UUID(hex=match[2])
-
-
-async def _catalog(conn: AsyncConnection) -> dict[str, bool]:
-    return {name: valid for name, (valid, _) in (await _own_indexes(conn)).items()}
 
 
 async def _own_indexes(conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
@@ -108,7 +104,7 @@ async def drop_own_indexes(conn: AsyncConnection) -> None:
     """Every own index (before re-embedding every row: building them again afterwards costs less), in `conn`'s
     transaction, which waits for a build in progress and keeps new ones from starting until it ends."""
     await conn.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), BUILD_LOCK)
-    for name in await _catalog(conn):
+    for name in await _own_indexes(conn):
         await conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
@@ -147,8 +143,7 @@ async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) 
 
 
 async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
-    await indexes.refresh(conn)
-    drop, build = await _plan(conn, await _own_indexes(conn))
+    drop, build = await _plan(conn, await indexes.refresh(conn))
     for name in drop:
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
         log.info("dropped own vector index %s", name)
