@@ -19,9 +19,6 @@ import time
 import uuid
 from pathlib import Path
 
-from alembic.config import Config
-
-from alembic import command
 from app import db
 from bench.retrieval import start_database
 from bench.search_scale import DIM, QUERIES, TERMS_PER_QUERY, fill, lexical_triggers, timed_searches, unit_vectors, words
@@ -30,11 +27,9 @@ BEFORE = "0014_unique_agent_names"
 
 
 def migrate(url: str, revision: str, *, down: bool = False) -> float:
-    config = Config(str(db.ALEMBIC_INI))
-    config.set_main_option("script_location", str(db.REPO_ROOT / "alembic"))
-    config.attributes.update(database_url=db.asyncpg_url(url), embedding_dim=DIM)
+    """Seconds `engram migrate` (or `--down-to`) takes to bring the database to `revision`."""
     started = time.perf_counter()
-    (command.downgrade if down else command.upgrade)(config, revision)
+    db.run_migrations(url, DIM, revision, downgrade=down)
     return time.perf_counter() - started
 
 
