@@ -12,11 +12,16 @@ service runs in the background; build time and size printed); the embedder is no
 PassageRepository.hybrid_search, the code the service runs, query embedding excluded: 30 random queries per mode
 (5 Zipf terms each) after a warm-up. Printed: p50/p95 per mode (the vector leg also at hnsw.ef_search 40, 100, 200),
 EXPLAIN ANALYZE of one hybrid search per agent (planning, execution, the costliest plan nodes), and the overlap of the vector leg's top 10 with the
-exact top 10 (numpy over the same vectors).
+exact top 10 (numpy over the same vectors). Then, when some agents of the crowd were not searched, what keeping
+the table costs (bench/table_upkeep.py): the size on disk, inserts as the service makes them, VACUUM after deletes.
+
+--before-after loads one table (migration 0014), measures, upgrades it to tables partitioned by agent (0015, timed)
+and measures again with the same queries on the same agents.
 
     python -m bench.search_scale                                    # ~15 minutes on 2 cores
     python -m bench.search_scale --sizes 1000 5000 --agents 0
     python -m bench.search_scale --sizes --agents 1000 --per-agent 1000
+    python -m bench.search_scale --sizes 100000 50000 50000 --agents 1997 --per-agent 900 --before-after   # 2M rows
 """
 
 import argparse
@@ -28,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -44,6 +50,7 @@ from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes
 from app.memory.search.hybrid import search_statement
 from app.memory.search.query import Mode, SearchQuery
+from bench import table_upkeep
 from bench.explain import explain
 from bench.retrieval import start_database
 
@@ -58,6 +65,8 @@ MODES: tuple[Mode, ...] = ("vector", "text", "hybrid")
 TOPICS = 1000
 UNIFORM = "--uniform" in sys.argv
 EF_SEARCH = (40, 100, 200)  # vector leg only: pgvector's default, and higher
+SINGLE_INSERTS = 300
+ONE_TABLE = "0014_unique_agent_names"  # the last revision before the tables were partitioned by agent
 
 rng = np.random.default_rng(0)
 zipf = 1 / np.arange(SKIPPED_TOP_WORDS + 1, SKIPPED_TOP_WORDS + VOCABULARY + 1)
@@ -94,27 +103,20 @@ def unit_vectors(count: int) -> np.ndarray:
     return _normalised(topics + SPREAD * noise / np.sqrt(DIM))
 
 
-async def fill(sessions: async_sessionmaker[AsyncSession], size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
+async def new_agent(sessions: async_sessionmaker[AsyncSession], label: str) -> uuid.UUID:
     async with db.transaction(sessions) as session:
         agent = Agent(tenant_id=DEFAULT_TENANT_ID, name=label)
         session.add(agent)
         await session.flush()
-        agent_id = agent.id
+        return agent.id
+
+
+async def fill(sessions: async_sessionmaker[AsyncSession], size: int, label: str) -> tuple[uuid.UUID, np.ndarray]:
+    agent_id = await new_agent(sessions, label)
     vectors = unit_vectors(size)
     for start in range(0, size, INSERT_BATCH):
         batch = vectors[start : start + INSERT_BATCH]
-        rows = [
-            {"id": uuid.uuid4(), "agent": agent_id, "text": t, "vector": str(v.tolist())}
-            for t, v in zip(texts(len(batch)), batch, strict=True)
-        ]
-        async with db.transaction(sessions) as session:
-            await (await session.connection()).execute(
-                text(
-                    "INSERT INTO archival_passages (id, agent_id, content, search_text, embedding, embedding_model, tags, created_at) "
-                    "VALUES (:id, :agent, :text, :text, CAST(:vector AS vector), 'synthetic', '{}', now())"
-                ),
-                rows,
-            )
+        await table_upkeep.insert(sessions, table_upkeep.rows(agent_id, texts(len(batch)), batch))
     return agent_id, vectors
 
 
@@ -214,8 +216,14 @@ async def build_own_indexes(engine: AsyncEngine) -> float:
     return seconds
 
 
-async def report(sessions: async_sessionmaker[AsyncSession], agents: dict[str, uuid.UUID]) -> None:
-    queries = [(v.tolist(), list(dict.fromkeys(words(TERMS_PER_QUERY)))) for v in unit_vectors(QUERIES)]
+Queries = list[tuple[list[float], list[str]]]
+
+
+def new_queries() -> Queries:
+    return [(v.tolist(), list(dict.fromkeys(words(TERMS_PER_QUERY)))) for v in unit_vectors(QUERIES)]
+
+
+async def report(sessions: async_sessionmaker[AsyncSession], agents: dict[str, uuid.UUID], queries: Queries) -> None:
     print(f"{'agent':>22} | {'mode':13} | {'p50 ms':>7} | {'p95 ms':>7} | p50 / vector p50 | vector top-10 overlap with exact")
     for label, agent_id in agents.items():
         p50: dict[str, float] = {}
@@ -235,29 +243,95 @@ async def report(sessions: async_sessionmaker[AsyncSession], agents: dict[str, u
         print(f"{label:>22} | hybrid, EXPLAIN ANALYZE of one query: " + await explained(sessions, agent_id, queries[0]))
 
 
-async def measure(url: str, sizes: list[int], many: int, per_agent: int, sampled: int) -> None:
-    engine = db.create_engine(url)
-    sessions = db.session_factory(engine)
+async def load(
+    sessions: async_sessionmaker[AsyncSession], sizes: list[int], many: int, per_agent: int
+) -> tuple[dict[str, uuid.UUID], list[uuid.UUID]]:
+    """The large agents by label, and the crowd; the BM25 statistics counted once at the end."""
     await lexical_triggers(sessions, enabled=False)
     started = time.perf_counter()
-    agents = {f"1 of {size:,}": (await fill(sessions, size, f"scale {size}"))[0] for size in sizes}
+    large = {f"1 of {size:,}": (await fill(sessions, size, f"scale {size}"))[0] for size in sizes}
     crowd = [(await fill(sessions, per_agent, f"crowd {i}"))[0] for i in range(many)]
+    seconds = time.perf_counter() - started
     total = sum(sizes) + many * per_agent
-    print(f"Loaded {total:,} passages into {len(sizes) + many} agents in {time.perf_counter() - started:.0f}s", flush=True)
+    print(f"Loaded {total:,} passages into {len(sizes) + many} agents in {seconds:.0f}s ({total / seconds:,.0f}/s)", flush=True)
     started = time.perf_counter()
     await lexical_triggers(sessions, enabled=True)
     print(f"BM25 statistics computed for them in one pass in {time.perf_counter() - started:.0f}s", flush=True)
+    return large, crowd
+
+
+async def upkeep(engine: AsyncEngine, sessions: async_sessionmaker[AsyncSession], large: uuid.UUID, spare: uuid.UUID) -> None:
+    """Inserts as the service makes them (statistics triggers on, every index kept), then VACUUM after deletes:
+    of 50 new agents (their rows spread over the table), and of one agent (autovacuum then visits the table holding
+    its rows: the whole table, or the agent's partition)."""
+    started = time.perf_counter()
+    added = [(await fill(sessions, 1000, f"added {i}"))[0] for i in range(50)]
+    print(f"insert, batches of 1,000 into 50 new agents: {50_000 / (time.perf_counter() - started):,.0f} passages/s")
+    for agent_id, label in ((large, "the largest agent"), (spare, "an agent of the crowd")):
+        started = time.perf_counter()
+        for _ in range(SINGLE_INSERTS):
+            await table_upkeep.insert(sessions, table_upkeep.rows(agent_id, texts(1), unit_vectors(1)))
+        print(f"insert, one passage per transaction into {label}: {SINGLE_INSERTS / (time.perf_counter() - started):,.0f}/s")
+    deleted = await table_upkeep.delete_agents(sessions, added)
+    print(f"delete those 50 agents, one per transaction: {deleted / 50:.2f}s each")
+    print(f"VACUUM of the table after that: {await table_upkeep.vacuum(engine, table_upkeep.TABLE):.1f}s")
+    home = await table_upkeep.home_of(engine, spare)
+    await table_upkeep.delete_agents(sessions, [spare])
+    print(f"VACUUM of {home} after deleting one agent of the crowd: {await table_upkeep.vacuum(engine, home):.2f}s", flush=True)
+
+
+@dataclass
+class Store:
+    agents: dict[str, uuid.UUID]  # searched, by label
+    largest: uuid.UUID
+    unsampled: list[uuid.UUID]  # of the crowd, not searched: each measurement deletes one
+
+
+async def measure(engine: AsyncEngine, store: Store, queries: Queries) -> None:
+    print(
+        f"VACUUM (ANALYZE) after the load: {await table_upkeep.vacuum(engine, table_upkeep.TABLE, '(ANALYZE)'):.0f}s", flush=True
+    )
     await build_own_indexes(engine)
-    for i in rng.choice(len(crowd), size=min(sampled, len(crowd)), replace=False):
-        agents[f"{i} of {many:,}x{per_agent:,}"] = crowd[i]
-    await report(sessions, agents)
-    await engine.dispose()
+    print(await table_upkeep.size_on_disk(engine), flush=True)
+    sessions = db.session_factory(engine)
+    await report(sessions, store.agents, queries)
+    if store.unsampled:
+        await upkeep(engine, sessions, store.largest, store.unsampled.pop())
+
+
+async def measured(url: str, store: Store, queries: Queries) -> None:
+    engine = db.create_engine(url)
+    try:
+        await measure(engine, store, queries)
+    finally:
+        await engine.dispose()
+
+
+async def loaded(url: str, args: argparse.Namespace) -> Store:
+    engine = db.create_engine(url)
+    try:
+        large, crowd = await load(db.session_factory(engine), args.sizes, args.agents, args.per_agent)
+    finally:
+        await engine.dispose()
+    picked = rng.choice(len(crowd), size=min(args.sampled, len(crowd)), replace=False)
+    sampled = {f"{i} of {args.agents:,}x{args.per_agent:,}": crowd[i] for i in picked}
+    largest = large[f"1 of {max(args.sizes):,}"] if args.sizes else crowd[0]
+    return Store(large | sampled, largest, [a for a in crowd if a not in sampled.values()])
 
 
 def main(args: argparse.Namespace) -> None:
     server, url = start_database(Path(tempfile.mkdtemp(prefix="engram-scale-")), DIM)
     try:
-        asyncio.run(measure(url, args.sizes, args.agents, args.per_agent, args.sampled))
+        if args.before_after:
+            db.run_migrations(url, DIM, ONE_TABLE, downgrade=True)
+        store = asyncio.run(loaded(url, args))
+        queries = new_queries()
+        asyncio.run(measured(url, store, queries))
+        if args.before_after:
+            started = time.perf_counter()
+            db.run_migrations(url, DIM)
+            print(f"\nUpgrade to tables partitioned by agent (migration 0015): {time.perf_counter() - started:.0f}s", flush=True)
+            asyncio.run(measured(url, store, queries))
     finally:
         server.cleanup()
 
@@ -269,4 +343,9 @@ if __name__ == "__main__":
     parser.add_argument("--per-agent", type=int, default=1000)
     parser.add_argument("--sampled", type=int, default=5, help="how many of those agents to search")
     parser.add_argument("--uniform", action="store_true", help="uniform random vectors instead of clustered ones")
+    parser.add_argument(
+        "--before-after",
+        action="store_true",
+        help="load one table (migration 0014), measure, partition it by agent (0015) and measure again; inserts and VACUUM too",
+    )
     main(parser.parse_args())
