@@ -249,7 +249,7 @@ async def load(
     """The large agents by label, and the crowd; the BM25 statistics counted once at the end."""
     await lexical_triggers(sessions, enabled=False)
     started = time.perf_counter()
-    large = {f"1 of {size:,}": (await fill(sessions, size, f"scale {size}"))[0] for size in sizes}
+    large = {f"{size:,} rows (#{i})": (await fill(sessions, size, f"scale {i}: {size}"))[0] for i, size in enumerate(sizes, 1)}
     crowd = [(await fill(sessions, per_agent, f"crowd {i}"))[0] for i in range(many)]
     seconds = time.perf_counter() - started
     total = sum(sizes) + many * per_agent
@@ -315,7 +315,7 @@ async def loaded(url: str, args: argparse.Namespace) -> Store:
         await engine.dispose()
     picked = rng.choice(len(crowd), size=min(args.sampled, len(crowd)), replace=False)
     sampled = {f"{i} of {args.agents:,}x{args.per_agent:,}": crowd[i] for i in picked}
-    largest = large[f"1 of {max(args.sizes):,}"] if args.sizes else crowd[0]
+    largest = list(large.values())[args.sizes.index(max(args.sizes))] if args.sizes else crowd[0]
     return Store(large | sampled, largest, [a for a in crowd if a not in sampled.values()])
 
 
