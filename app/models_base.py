@@ -24,12 +24,9 @@ def timestamp_field(*, index: bool = False) -> Any:
     return Field(default_factory=utcnow, sa_column=Column(DateTime(timezone=True), nullable=False, index=index))
 
 
-def agent_fk() -> Any:
-    return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True))
-
-
 def agent_key() -> Any:
-    """The agent of a row in a table partitioned by agent (migration 0015): part of its primary key."""
+    """The agent of a row of a per-agent table: the first column of its primary key (migrations 0015, 0016), as a
+    distribution by agent needs."""
     return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True))
 
 

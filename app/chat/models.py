@@ -6,7 +6,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
-    ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Text,
     UniqueConstraint,
@@ -15,7 +15,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlmodel import Field, SQLModel
 
-from app.models_base import agent_fk, id_field, timestamp_field
+from app.models_base import agent_key, id_field, timestamp_field
 
 
 class Turn(SQLModel, table=True):
@@ -30,8 +30,9 @@ class Turn(SQLModel, table=True):
         ),
     )
 
+    # Keyed by agent (migration 0016), as every per-agent table: what a distribution by agent needs.
     id: uuid.UUID = id_field()
-    agent_id: uuid.UUID = agent_fk()
+    agent_id: uuid.UUID = agent_key()
     kind: str = Field(default="chat", sa_column=Column(Text, nullable=False, server_default="chat"))  # chat | memory_pass
     # A memory pass: the last message it went over (the next pass starts after it).
     through_seq: int | None = Field(default=None, sa_column=Column(BigInteger))
@@ -47,9 +48,10 @@ class Turn(SQLModel, table=True):
 
 class TurnEvent(SQLModel, table=True):
     __tablename__ = "turn_events"
+    __table_args__ = (ForeignKeyConstraint(["agent_id", "turn_id"], ["turns.agent_id", "turns.id"], ondelete="CASCADE"),)
 
-    turn_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True))
+    agent_id: uuid.UUID = agent_key()
+    turn_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
     seq: int = Field(primary_key=True)
-    agent_id: uuid.UUID = agent_fk()
     payload: dict[str, Any] = Field(sa_column=Column(JSONB, nullable=False))
     created_at: datetime = timestamp_field()

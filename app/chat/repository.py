@@ -36,11 +36,11 @@ class TurnRepository:
         self.session.add_all([TurnEvent(turn_id=turn_id, seq=e["seq"], agent_id=agent_id, payload=e) for e in events])
         await self.session.flush()
 
-    async def events(self, turn_id: uuid.UUID, after_seq: int = -1) -> list[Event]:
+    async def events(self, agent_id: uuid.UUID, turn_id: uuid.UUID, after_seq: int = -1) -> list[Event]:
         """The turn's stored events after `after_seq`, in order, typed."""
         query = (
             select(TurnEvent)
-            .where(col(TurnEvent.turn_id) == turn_id, col(TurnEvent.seq) > after_seq)
+            .where(col(TurnEvent.agent_id) == agent_id, col(TurnEvent.turn_id) == turn_id, col(TurnEvent.seq) > after_seq)
             .order_by(col(TurnEvent.seq))
         )
         return [event_adapter.validate_python(row.payload) for row in (await self.session.scalars(query)).all()]

@@ -137,7 +137,7 @@ class TurnRunner:
                     f"Idempotency-Key {key!r} was used for another message (turn {turn.id}); a retry sends the same "
                     "message, a new message needs a new key"
                 )
-            return TurnResult(turn.id, await turns.events(turn.id))
+            return TurnResult(turn.id, await turns.events(agent_id, turn.id))
 
     def abandon_background_work(self) -> None:
         """At shut-down: the message vectors in flight are left to the sweep (see message_vectors.py)."""

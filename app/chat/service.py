@@ -25,7 +25,7 @@ async def stored_turn(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.
     turn = await turns.get(agent_id, turn_id)
     if turn is None:
         raise NotFound(f"no turn {turn_id} for this agent")
-    return ChatResponse.of(turn.id, await turns.events(turn.id))
+    return ChatResponse.of(turn.id, await turns.events(agent_id, turn.id))
 
 
 async def tokens_used(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.UUID) -> int:
@@ -35,8 +35,8 @@ async def tokens_used(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.
     return usage.prompt_tokens + usage.completion_tokens
 
 
-async def turn_events(session: AsyncSession, turn_id: uuid.UUID, after_seq: int = -1) -> list[Event]:
-    return await TurnRepository(session).events(turn_id, after_seq)
+async def turn_events(session: AsyncSession, agent_id: uuid.UUID, turn_id: uuid.UUID, after_seq: int = -1) -> list[Event]:
+    return await TurnRepository(session).events(agent_id, turn_id, after_seq)
 
 
 async def running_turns(session: AsyncSession) -> Sequence[Turn]:
@@ -50,7 +50,7 @@ async def interrupt_turn(session: AsyncSession, agent_id: uuid.UUID, turn_id: uu
     current = await turns.get(agent_id, turn_id)
     if current is None or current.status != "running":
         return None
-    events = await turns.events(turn_id)
+    events = await turns.events(agent_id, turn_id)
     completed = TurnCompleted(
         agent_id=agent_id,
         turn_id=turn_id,

@@ -107,13 +107,13 @@ class EventRelay:
         while True:
             note = await self._notes.get()
             try:
-                await self._relay(uuid.UUID(note["turn_id"]), int(note["from"]), int(note["to"]))
+                await self._relay(uuid.UUID(note["agent_id"]), uuid.UUID(note["turn_id"]), int(note["from"]), int(note["to"]))
             except Exception:  # the database may be down; watchers can replay the turn
                 log.warning("could not relay events of turn %s", note["turn_id"], exc_info=True)
 
-    async def _relay(self, turn_id: uuid.UUID, first: int, last: int) -> None:
+    async def _relay(self, agent_id: uuid.UUID, turn_id: uuid.UUID, first: int, last: int) -> None:
         async with self.sessions() as session:
-            stored = await turn_events(session, turn_id, after_seq=first - 1)
+            stored = await turn_events(session, agent_id, turn_id, after_seq=first - 1)
         for event in stored:
             if event.seq <= last:
                 self.hub.publish(event)

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from sqlalchemy import delete, func, insert, or_, text
+from sqlalchemy import ColumnElement, delete, func, insert, or_, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -43,6 +44,13 @@ RETRY_SECONDS = 5.0  # the wait after a job's first failure, doubled after each 
 MAX_ATTEMPTS = 8  # failures in a row (~10 minutes of waits) before the job ends `failed`
 
 
+class JobKey(NamedTuple):
+    """A job as its table is keyed: by agent first (migration 0016)."""
+
+    agent_id: uuid.UUID
+    job_id: uuid.UUID
+
+
 async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence[PassageCreate]) -> ImportJob:
     """The job and its items, stored in the caller's transaction: the worker sees it once that commits."""
     job = ImportJob(agent_id=agent_id, total=len(items))
@@ -50,7 +58,14 @@ async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence
     await session.flush()
     for start in range(0, len(items), INSERT_CHUNK):
         rows = [
-            {"job_id": job.id, "position": start + i, "content": item.content, "tags": item.tags, "occurred_at": item.occurred_at}
+            {
+                "agent_id": agent_id,
+                "job_id": job.id,
+                "position": start + i,
+                "content": item.content,
+                "tags": item.tags,
+                "occurred_at": item.occurred_at,
+            }
             for i, item in enumerate(items[start : start + INSERT_CHUNK])
         ]
         await session.execute(insert(ImportItem), rows)
@@ -58,10 +73,19 @@ async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence
 
 
 async def get_job(session: AsyncSession, agent_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False) -> ImportJob:
-    job = await session.get(ImportJob, job_id, with_for_update=for_update)
-    if job is None or job.agent_id != agent_id:
+    job = await _job(session, JobKey(agent_id, job_id), for_update=for_update)
+    if job is None:
         raise NotFound(f"import job {job_id} not found")
     return job
+
+
+async def _job(session: AsyncSession, key: JobKey, *, for_update: bool = True) -> ImportJob | None:
+    query = select(ImportJob).where(col(ImportJob.agent_id) == key.agent_id, col(ImportJob.id) == key.job_id)
+    return (await session.exec(query.with_for_update() if for_update else query)).first()
+
+
+def _items(key: JobKey) -> list[ColumnElement[bool]]:
+    return [col(ImportItem.agent_id) == key.agent_id, col(ImportItem.job_id) == key.job_id]
 
 
 async def cancel_job(session: AsyncSession, agent_id: uuid.UUID, job_id: uuid.UUID) -> ImportJob:
@@ -71,7 +95,7 @@ async def cancel_job(session: AsyncSession, agent_id: uuid.UUID, job_id: uuid.UU
     if job.status in PENDING:
         job.status, job.finished_at = "cancelled", utcnow()
         job.updated_at = job.finished_at
-        await session.execute(delete(ImportItem).where(col(ImportItem.job_id) == job_id))
+        await session.execute(delete(ImportItem).where(*_items(JobKey(agent_id, job_id))))
     return job
 
 
@@ -138,29 +162,29 @@ class ImportWorker:
         none. A failure is recorded on the job (which then waits), not raised, unless it cannot be recorded."""
         async with self.sessions() as session:
             pending = await session.exec(
-                select(ImportJob.id)
+                select(ImportJob.agent_id, ImportJob.id)
                 .where(
                     col(ImportJob.status).in_(PENDING),
                     or_(col(ImportJob.retry_at).is_(None), col(ImportJob.retry_at) <= func.now()),
                 )
                 .order_by(col(ImportJob.created_at))
             )
-            job_ids = list(pending.all())
-        for job_id in job_ids:
+            jobs = [JobKey(*row) for row in pending.all()]
+        for job in jobs:
             async with self.engine.connect() as conn:
-                key = {"k": job_lock_key(job_id)}
-                taken = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), key)).scalar()
+                lock = {"k": job_lock_key(job.job_id)}
+                taken = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), lock)).scalar()
                 await conn.commit()
                 if not taken:
                     continue  # another process runs it
                 try:
-                    await self._work(job_id)
+                    await self._work(job)
                 except Exception as exc:
-                    if not await self._record_failure(job_id, exc):
+                    if not await self._record_failure(job, exc):
                         raise  # the database itself: the worker waits a poll, then looks again
                 finally:
                     try:
-                        await conn.execute(text("SELECT pg_advisory_unlock(:k)"), key)
+                        await conn.execute(text("SELECT pg_advisory_unlock(:k)"), lock)
                         await conn.commit()
                     except BaseException:
                         await conn.invalidate()  # closing the connection releases the lock
@@ -168,14 +192,14 @@ class ImportWorker:
             return True
         return False
 
-    async def _work(self, job_id: uuid.UUID) -> None:
+    async def _work(self, key: JobKey) -> None:
         async with transaction(self.sessions) as session:
-            job = await session.get(ImportJob, job_id, with_for_update=True)
+            job = await _job(session, key)
             if job is None or job.status not in PENDING or (job.retry_at is not None and job.retry_at > utcnow()):
                 return  # ended, or its failure was recorded (by another process) since the worker listed it
             job.status, job.run_started_at, job.run_started_done = "running", utcnow(), job.done
         stored_through = one_by_one_through = -1  # positions
-        while items := await self._next_slice(job_id, 1 if stored_through < one_by_one_through else SLICE):
+        while items := await self._next_slice(key, 1 if stored_through < one_by_one_through else SLICE):
             try:
                 vectors = await self.embedder.embed_passages([item.passage.content for item in items])
             except EmbeddingRefused:
@@ -184,47 +208,43 @@ class ImportWorker:
                 # Which item? The refused slice again, one item at a time (an endpoint may refuse the request's size).
                 one_by_one_through = items[-1].position
                 continue
-            if not await self._store(job_id, items, vectors):
+            if not await self._store(key, items, vectors):
                 return  # cancelled, or its agent deleted
             stored_through = items[-1].position
         async with transaction(self.sessions) as session:
-            job = await session.get(ImportJob, job_id, with_for_update=True)
+            job = await _job(session, key)
             if job is not None and job.status == "running":
                 job.status, job.finished_at = "done", utcnow()
                 job.updated_at = job.finished_at
-                log.info("import job %s done: %d items, %d near-duplicates", job_id, job.total, job.duplicates)
+                log.info("import job %s done: %d items, %d near-duplicates", key.job_id, job.total, job.duplicates)
 
-    async def _next_slice(self, job_id: uuid.UUID, size: int) -> list[_Item]:
+    async def _next_slice(self, key: JobKey, size: int) -> list[_Item]:
         async with self.sessions() as session:
-            rows = await session.exec(
-                select(ImportItem).where(col(ImportItem.job_id) == job_id).order_by(col(ImportItem.position)).limit(size)
-            )
+            rows = await session.exec(select(ImportItem).where(*_items(key)).order_by(col(ImportItem.position)).limit(size))
             return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at)) for r in rows.all()]
 
-    async def _store(self, job_id: uuid.UUID, items: list[_Item], vectors: list[list[float]]) -> bool:
+    async def _store(self, key: JobKey, items: list[_Item], vectors: list[list[float]]) -> bool:
         """Store the slice, delete its items and count them, in one transaction; False if the job is no longer
         running."""
         async with transaction(self.sessions) as session:
-            job = await session.get(ImportJob, job_id, with_for_update=True)
+            job = await _job(session, key)
             if job is None or job.status != "running":
                 return False
             archival = ArchivalMemory(session, self.embedder)
             stored = await archival.add(job.agent_id, [item.passage for item in items], vectors=vectors)
             positions = [item.position for item in items]
-            await session.execute(
-                delete(ImportItem).where(col(ImportItem.job_id) == job_id, col(ImportItem.position).in_(positions))
-            )
+            await session.execute(delete(ImportItem).where(*_items(key), col(ImportItem.position).in_(positions)))
             job.done += len(items)
             job.duplicates += sum(s.duplicate for s in stored)
             job.updated_at, job.error, job.attempts, job.retry_at = utcnow(), None, 0, None
         return True
 
-    async def _record_failure(self, job_id: uuid.UUID, exc: Exception) -> bool:
+    async def _record_failure(self, key: JobKey, exc: Exception) -> bool:
         """The job waits before its next attempt, or fails; False if that could not be stored."""
         error = f"{type(exc).__name__}: {exc}"
         try:
             async with transaction(self.sessions) as session:
-                job = await session.get(ImportJob, job_id, with_for_update=True)
+                job = await _job(session, key)
                 if job is None or job.status not in PENDING:
                     return True
                 job.attempts += 1
@@ -234,13 +254,13 @@ class ImportWorker:
                     job.error = (
                         f"stopped at item {job.done} (attempt {job.attempts}); items from there on were not stored: {error}"
                     )
-                    await session.execute(delete(ImportItem).where(col(ImportItem.job_id) == job_id))
-                    log.warning("import job %s failed: %s", job_id, job.error)
+                    await session.execute(delete(ImportItem).where(*_items(key)))
+                    log.warning("import job %s failed: %s", key.job_id, job.error)
                 else:
                     wait = RETRY_SECONDS * 2 ** (job.attempts - 1)
                     job.error, job.retry_at = error, job.updated_at + timedelta(seconds=wait)
-                    log.warning("import job %s: attempt %d failed, next in %.0f s: %s", job_id, job.attempts, wait, error)
+                    log.warning("import job %s: attempt %d failed, next in %.0f s: %s", key.job_id, job.attempts, wait, error)
         except Exception:
-            log.warning("import job %s: could not record its failure", job_id, exc_info=True)
+            log.warning("import job %s: could not record its failure", key.job_id, exc_info=True)
             return False
         return True

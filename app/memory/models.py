@@ -14,7 +14,6 @@ from sqlalchemy import (
     Column,
     Computed,
     DateTime,
-    ForeignKey,
     ForeignKeyConstraint,
     Identity,
     Index,
@@ -27,7 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlmodel import Field, SQLModel
 
-from app.models_base import agent_fk, agent_key, id_field, timestamp_field
+from app.models_base import agent_key, id_field, timestamp_field
 
 TSV_EXPRESSION = "to_tsvector('simple'::regconfig, search_text)"
 TOKEN_COUNT_EXPRESSION = "cardinality(string_to_array(search_text, ' '))"
@@ -53,8 +52,9 @@ class MemoryBlock(SQLModel, table=True):
     __tablename__ = "memory_blocks"
     __table_args__ = (UniqueConstraint("agent_id", "label"),)
 
+    # Keyed by agent (migration 0016), as every per-agent table: what a distribution by agent needs.
     id: uuid.UUID = id_field()
-    agent_id: uuid.UUID = agent_fk()
+    agent_id: uuid.UUID = agent_key()
     label: str = Field(sa_column=Column(Text, nullable=False))
     value: str = Field(default="", sa_column=Column(Text, nullable=False))
     char_limit: int
@@ -66,12 +66,14 @@ class MemoryBlock(SQLModel, table=True):
 
 class MemoryBlockRevision(SQLModel, table=True):
     __tablename__ = "memory_block_revisions"
-    __table_args__ = (UniqueConstraint("block_id", "version"),)
+    __table_args__ = (
+        UniqueConstraint("agent_id", "block_id", "version", name="uq_memory_block_revisions_block_version"),
+        ForeignKeyConstraint(["agent_id", "block_id"], ["memory_blocks.agent_id", "memory_blocks.id"], ondelete="CASCADE"),
+    )
 
     id: uuid.UUID = id_field()
-    block_id: uuid.UUID = Field(
-        sa_column=Column(UUID(as_uuid=True), ForeignKey("memory_blocks.id", ondelete="CASCADE"), nullable=False)
-    )
+    agent_id: uuid.UUID = agent_key()
+    block_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
     version: int
     value: str = Field(sa_column=Column(Text, nullable=False))
     source: str  # "agent" | "api"
@@ -124,15 +126,14 @@ class Message(SQLModel, table=True):
         Index(
             "ux_messages_agent_external_id", "agent_id", "external_id", unique=True, postgresql_where="external_id IS NOT NULL"
         ),
+        ForeignKeyConstraint(["agent_id", "turn_id"], ["turns.agent_id", "turns.id"], ondelete="SET NULL (turn_id)"),
     )
 
     # Partitioned by agent (migration 0015): the agent is part of the key; seq orders an agent's messages.
     id: uuid.UUID = id_field()
     seq: int | None = Field(default=None, sa_column=Column(BigInteger, Identity(), nullable=False))
     agent_id: uuid.UUID = agent_key()
-    turn_id: uuid.UUID | None = Field(
-        default=None, sa_column=Column(UUID(as_uuid=True), ForeignKey("turns.id", ondelete="SET NULL"), index=True)
-    )
+    turn_id: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True), index=True))
     role: str  # user | assistant | tool | system
     content: str = Field(default="", sa_column=Column(Text, nullable=False))
     tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSONB))
@@ -169,7 +170,7 @@ class ImportJob(SQLModel, table=True):
     __table_args__ = (Index("ix_import_jobs_pending", "created_at", postgresql_where="status IN ('queued', 'running')"),)
 
     id: uuid.UUID = id_field()
-    agent_id: uuid.UUID = agent_fk()
+    agent_id: uuid.UUID = agent_key()
     status: str = Field(default="queued", sa_column=Column(Text, nullable=False))  # queued|running|done|cancelled|failed
     total: int
     done: int = 0  # items stored, near-duplicates of stored passages included
@@ -189,10 +190,12 @@ class ImportItem(SQLModel, table=True):
     """An item of an import job not stored yet; deleted in the transaction that stores it, so none is stored twice."""
 
     __tablename__ = "import_items"
-
-    job_id: uuid.UUID = Field(
-        sa_column=Column(UUID(as_uuid=True), ForeignKey("import_jobs.id", ondelete="CASCADE"), primary_key=True)
+    __table_args__ = (
+        ForeignKeyConstraint(["agent_id", "job_id"], ["import_jobs.agent_id", "import_jobs.id"], ondelete="CASCADE"),
     )
+
+    agent_id: uuid.UUID = agent_key()
+    job_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
     position: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
     content: str = Field(sa_column=Column(Text, nullable=False))
     tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))

@@ -21,11 +21,11 @@ class PortabilityRepository:
         query = select(MemoryBlock).where(col(MemoryBlock.agent_id) == agent_id).order_by(col(MemoryBlock.label))
         return (await self.session.scalars(query)).all()
 
-    async def revisions(self, block_ids: Sequence[uuid.UUID]) -> Sequence[MemoryBlockRevision]:
-        """Oldest first within each block."""
+    async def revisions(self, agent_id: uuid.UUID) -> Sequence[MemoryBlockRevision]:
+        """Of each of the agent's blocks, oldest first within each."""
         query = (
             select(MemoryBlockRevision)
-            .where(col(MemoryBlockRevision.block_id).in_(block_ids))
+            .where(col(MemoryBlockRevision.agent_id) == agent_id)
             .order_by(col(MemoryBlockRevision.block_id), col(MemoryBlockRevision.version))
         )
         return (await self.session.scalars(query)).all()

@@ -42,7 +42,7 @@ async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, 
     rows = PortabilityRepository(session)
     blocks = await rows.blocks(agent.id)
     history: dict[uuid.UUID, list[RevisionDoc]] = defaultdict(list)
-    for r in await rows.revisions([b.id for b in blocks]):
+    for r in await rows.revisions(agent.id):
         history[r.block_id].append(RevisionDoc.of(r))
     events: dict[uuid.UUID, list[dict[str, Any]]] = defaultdict(list)
     for e in await rows.events(agent.id):
@@ -136,7 +136,7 @@ async def import_document(
     turns = [t.row(Turn, id=turn_ids[t.id], agent_id=agent.id) for t in document.turns]
     await rows.add_all([*blocks, *turns])
     revisions = [
-        r.row(MemoryBlockRevision, block_id=block.id, turn_id=turn_ids.get(r.turn_id) if r.turn_id else None)
+        r.row(MemoryBlockRevision, agent_id=agent.id, block_id=block.id, turn_id=turn_ids.get(r.turn_id) if r.turn_id else None)
         for block, b in zip(blocks, document.blocks, strict=True)
         for r in b.history
     ]

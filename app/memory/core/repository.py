@@ -50,17 +50,21 @@ class BlockRepository:
         """Each of the agent's blocks that had a revision by `moment`, with the newest such revision, by label."""
         query = (
             select(MemoryBlock, MemoryBlockRevision)
-            .join(MemoryBlockRevision, col(MemoryBlockRevision.block_id) == col(MemoryBlock.id))
+            .join(
+                MemoryBlockRevision,
+                (col(MemoryBlockRevision.agent_id) == col(MemoryBlock.agent_id))
+                & (col(MemoryBlockRevision.block_id) == col(MemoryBlock.id)),
+            )
             .where(col(MemoryBlock.agent_id) == agent_id, col(MemoryBlockRevision.created_at) <= moment)
             .order_by(col(MemoryBlock.label), col(MemoryBlockRevision.version).desc())
             .ext(distinct_on(col(MemoryBlock.label)))
         )
         return [(block, revision) for block, revision in (await self.session.execute(query)).all()]
 
-    async def history(self, block_id: uuid.UUID) -> Sequence[MemoryBlockRevision]:
+    async def history(self, block: MemoryBlock) -> Sequence[MemoryBlockRevision]:
         query = (
             select(MemoryBlockRevision)
-            .where(col(MemoryBlockRevision.block_id) == block_id)
+            .where(col(MemoryBlockRevision.agent_id) == block.agent_id, col(MemoryBlockRevision.block_id) == block.id)
             .order_by(col(MemoryBlockRevision.version).desc())
         )
         return (await self.session.scalars(query)).all()

@@ -129,7 +129,7 @@ class CoreMemory:
         return revision.value
 
     async def history(self, agent_id: uuid.UUID, label: str) -> Sequence[MemoryBlockRevision]:
-        return await self.blocks.history((await self.get(agent_id, label)).id)
+        return await self.blocks.history(await self.get(agent_id, label))
 
     async def as_of(self, agent_id: uuid.UUID, moment: datetime) -> list[tuple[MemoryBlock, MemoryBlockRevision]]:
         """The blocks that existed at `moment`, each with its revision of then."""
@@ -137,7 +137,14 @@ class CoreMemory:
 
     async def _record(self, block: MemoryBlock, source: Source, turn_id: uuid.UUID | None) -> None:
         await self.blocks.add_revision(
-            MemoryBlockRevision(block_id=block.id, version=block.version, value=block.value, source=source, turn_id=turn_id)
+            MemoryBlockRevision(
+                agent_id=block.agent_id,
+                block_id=block.id,
+                version=block.version,
+                value=block.value,
+                source=source,
+                turn_id=turn_id,
+            )
         )
 
 
