@@ -68,7 +68,11 @@ def test_websocket_streams_events_in_order(client: TestClient, agent: dict, llm:
         events = [e for e in live if e["type"] != "message_delta"]  # the reply as it was written: live only
         assert [e["type"] for e in events] == TOOL_THEN_REPLY
         assert "".join(e["text"] for e in live if e["type"] == "message_delta") == "Got it"
-        assert [e["seq"] for e in live] == list(range(len(live)))  # every event in order, deltas included
+        # every event in order, deltas included; deltas a slower reader found still queued are joined into one
+        # that keeps the later seq (delivery/hub.py WatcherQueue): a gap only ever before a delta
+        assert live[0]["seq"] == 0
+        for before, event in zip(live, live[1:], strict=False):
+            assert event["seq"] == before["seq"] + 1 or (event["seq"] > before["seq"] and event["type"] == "message_delta")
         replay = client.get(f"/v1/agents/{agent['id']}/turns/{events[0]['turn_id']}").json()
         assert replay["events"] == events
 
