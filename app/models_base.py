@@ -25,8 +25,8 @@ def timestamp_field(*, index: bool = False) -> Any:
 
 
 def agent_key() -> Any:
-    """The agent of a row of a per-agent table: the first column of its primary key (migrations 0015, 0016), as a
-    distribution by agent needs."""
+    """The agent of a row of a per-agent table: part of its primary key, which in the database begins with it
+    (migrations 0015, 0016), as a distribution by agent needs."""
     return Field(sa_column=Column(UUID(as_uuid=True), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True))
 
 

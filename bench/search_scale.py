@@ -289,7 +289,8 @@ class Store:
 
 async def measure(engine: AsyncEngine, store: Store, queries: Queries) -> None:
     print(
-        f"VACUUM (ANALYZE) after the load: {await table_upkeep.vacuum(engine, table_upkeep.TABLE, '(ANALYZE)'):.0f}s", flush=True
+        f"VACUUM (ANALYZE) before measuring: {await table_upkeep.vacuum(engine, table_upkeep.TABLE, '(ANALYZE)'):.0f}s",
+        flush=True,
     )
     await build_own_indexes(engine)
     print(await table_upkeep.size_on_disk(engine), flush=True)

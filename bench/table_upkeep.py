@@ -8,7 +8,7 @@ import uuid
 
 import numpy as np
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app import db
@@ -32,14 +32,9 @@ async def insert(sessions: async_sessionmaker[AsyncSession], batch: list[dict[st
         await (await session.connection()).execute(text(INSERT_SQL), batch)
 
 
-async def leaves(engine: AsyncEngine) -> list[str]:
-    async with engine.connect() as conn:
-        found = (
-            (await conn.execute(text(f"SELECT relid::regclass::text FROM pg_partition_tree('{TABLE}') WHERE isleaf")))
-            .scalars()
-            .all()
-        )
-    return list(found) or [TABLE]
+async def leaves(conn: AsyncConnection) -> list[str]:
+    query = text(f"SELECT relid::regclass::text FROM pg_partition_tree('{TABLE}') WHERE isleaf")
+    return list((await conn.execute(query)).scalars().all()) or [TABLE]
 
 
 async def size_on_disk(engine: AsyncEngine) -> str:
@@ -48,7 +43,7 @@ async def size_on_disk(engine: AsyncEngine) -> str:
         heap, indexes = (
             await conn.execute(
                 text("SELECT sum(pg_table_size(r)), sum(pg_indexes_size(r)) FROM unnest(CAST(:r AS regclass[])) AS r"),
-                {"r": await leaves(engine)},
+                {"r": await leaves(conn)},
             )
         ).one()
     mib = 2**20
