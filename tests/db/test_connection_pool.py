@@ -23,16 +23,22 @@ def backends(url: str, database: str) -> int:
     return count
 
 
+def settled_backends(url: str, database: str, expected: int, seconds: float = 10) -> int:
+    """The server's count once it reaches `expected` or the time is up: a backend leaves pg_stat_activity a moment
+    after its client closed the connection, and the relay's LISTEN connection opens a moment after start-up."""
+    deadline = time.monotonic() + seconds
+    while (count := backends(url, database)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return count
+
+
 def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connections(postgres_server, llm, embedder) -> None:
     database = f"engram_pool_{uuid.uuid4().hex[:8]}"
     url = create_database(postgres_server, database)
     db.run_migrations(url, E5_DIM)
     with checked_client(create_app(scripted_settings(url, llm, db_pool_size=POOL), embedder=embedder)) as client:
         expected = POOL + 1  # and the event relay's own LISTEN connection, which it opens once started
-        deadline = time.monotonic() + 10
-        while backends(url, database) < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert backends(url, database) == expected
+        assert settled_backends(url, database, expected) == expected
         pool = client.app.state.runtime.engine.pool
         # the relay holds none of them (a background task may hold one at this moment; the count is the pool's)
         assert pool.checkedin() + pool.checkedout() == POOL
@@ -44,7 +50,7 @@ def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connection
                     await conn.exec_driver_sql("SELECT 1")
 
         client.portal.call(burst)
-        assert backends(url, database) == expected
+        assert settled_backends(url, database, expected) == expected
         assert client.get("/readyz").status_code == 200
 
 
