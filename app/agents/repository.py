@@ -2,7 +2,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, bindparam, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select, text
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -42,6 +42,10 @@ class AgentRepository:
         return agent
 
     async def delete(self, agent_id: uuid.UUID) -> None:
+        # The agent's BM25 statistics first: its rows, deleted by the cascade, then find no corpus row and subtract
+        # nothing (migration 0017), instead of updating the statistics once per row.
+        for statistics in ("lexical_corpus", "lexical_terms"):
+            await self.session.execute(text(f"DELETE FROM {statistics} WHERE agent_id = :a"), {"a": agent_id})
         await self.session.execute(delete(Agent).where(col(Agent.id) == agent_id))
 
     async def page(self, tenant_id: uuid.UUID, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:

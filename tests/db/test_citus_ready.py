@@ -3,7 +3,7 @@ from the catalog of a migrated database and from the statements a turn sends: ea
 agent or is a reference table (copied to every node); a distributed table's unique keys include agent_id; a foreign
 key between distributed tables goes through agent_id (co-located rows); a reference table refers to no distributed
 one; every statement a turn sends to a distributed table names the agent (routed to the one node holding its rows);
-and no statement-level trigger on a distributed table beyond the one known blocker named below."""
+and a trigger on a distributed table is row-level and writes its row's agent's rows only."""
 
 import asyncio
 import re
@@ -20,11 +20,9 @@ from tests.support.database import run_sql
 # unique (tenant, name) spans agents, and a turn reads it but seldom writes it (a summary, the context's start).
 REFERENCE = {"tenants", "api_keys", "embedding_space", "agents", "quota_counters"}
 LOCAL = {"alembic_version"}  # the coordinator's own
-# Citus runs no statement-level trigger on a distributed table (a row-level one with citus.enable_unsafe_triggers).
-# The BM25 statistics are kept by these (migration 0005): the one change left before Citus (docs/scaling.md).
-STATEMENT_TRIGGERS_TO_REPLACE = {
-    f"{table}_lexical_{kind}" for table in ("archival_passages", "messages") for kind in ("insert", "update", "delete")
-}
+# A write in a trigger's function names the row's agent: `agent_id = OLD.agent_id`, or NEW's row in what it inserts.
+ROWS_AGENT = re.compile(r"agent_id\s*=\s*(OLD|NEW)\.agent_id|VALUES\s*\(NEW\.agent_id|NEW\.agent_id, TG_ARGV", re.IGNORECASE)
+WRITE = re.compile(r"\b(INSERT INTO|UPDATE|DELETE FROM)\s+(\w+)", re.IGNORECASE)
 # The service's own loops over every agent (multi-shard queries on Citus, not a turn's): own-index upkeep, the
 # sweep of finished work, the import worker's list of pending jobs, replica checks, the usage tally.
 BACKGROUND_LOOPS = {"engram-agent-indexes", "engram-sweep", "engram-imports", "engram-replicas", "engram-usage-tally"}
@@ -99,17 +97,23 @@ def test_foreign_keys_are_co_located_and_reference_tables_refer_to_no_distribute
             assert target in REFERENCE, f"{name}: the reference table {table} refers to the distributed {target}"
 
 
-def test_no_statement_level_trigger_on_a_distributed_table_but_the_known_ones(database_url: str) -> None:
+def test_triggers_on_distributed_tables_are_row_level_and_write_their_rows_agent_only(database_url: str) -> None:
+    """Citus fires a distributed table's triggers on its shards: a statement-level one may not reach another shard
+    from there, and a row-level one (citus.enable_unsafe_triggers) only the shards of the row's agent."""
     tables = distributed(database_url)
     rows = run_sql(
         database_url,
-        "SELECT tgrelid::regclass::text, tgname FROM pg_trigger "
-        "WHERE NOT tgisinternal AND tgparentid = 0 AND tgtype & 1 = 0",  # TRIGGER_TYPE_ROW unset: per statement
+        "SELECT c.relname, t.tgname, t.tgtype & 1 = 1, p.prosrc FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "JOIN pg_proc p ON p.oid = t.tgfoid WHERE NOT t.tgisinternal AND t.tgparentid = 0",
     )
-    found = {name for table, name in rows if table in tables}
-    assert found == STATEMENT_TRIGGERS_TO_REPLACE, (
-        f"new: {found - STATEMENT_TRIGGERS_TO_REPLACE}, gone: {STATEMENT_TRIGGERS_TO_REPLACE - found}"
-    )
+    on_distributed = [(table, name, per_row, source) for table, name, per_row, source in rows if table in tables]
+    assert {name for _, name, _, _ in on_distributed} >= {"archival_passages_lexical_insert", "messages_lexical_delete"}
+    assert [name for _, name, per_row, _ in on_distributed if not per_row] == []
+    for _, name, _, source in on_distributed:
+        for statement in source.split(";"):
+            written = {target for _, target in WRITE.findall(statement)}
+            if written & tables:
+                assert ROWS_AGENT.search(statement), f"{name} writes {written & tables} without naming the row's agent"
 
 
 def test_every_statement_of_a_turn_on_a_distributed_table_names_its_agent(
