@@ -331,7 +331,10 @@ def main(args: argparse.Namespace) -> None:
         if args.before_after:
             started = time.perf_counter()
             db.run_migrations(url, DIM)
-            print(f"\nUpgrade to the latest revision (0015 partitions the tables by agent): {time.perf_counter() - started:.0f}s", flush=True)
+            print(
+                f"\nUpgrade to the latest revision (0015 partitions the tables by agent): {time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
             asyncio.run(measured(url, store, queries))
     finally:
         server.cleanup()

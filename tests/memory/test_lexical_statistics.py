@@ -10,7 +10,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import db
-
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import run_sql
@@ -114,7 +113,9 @@ def test_concurrent_writers_to_one_agent_keep_the_statistics_without_deadlock(ag
                     rows = [{"id": uuid.uuid4(), "a": agent_id, "t": " ".join(ordered[n : n + 4])} for n in range(0, 12, 2)]
                     await conn.execute(insert, rows)
             async with engine.begin() as conn:  # and a deletion, which subtracts
-                await conn.execute(text("DELETE FROM messages WHERE agent_id = :a AND id = :id"), {"a": agent_id, "id": rows[0]["id"]})
+                await conn.execute(
+                    text("DELETE FROM messages WHERE agent_id = :a AND id = :id"), {"a": agent_id, "id": rows[0]["id"]}
+                )
 
     async def run() -> None:
         engine = db.create_engine(database_url, pool_size=4)
