@@ -175,7 +175,7 @@ async def overlap(
 
 
 async def lexical_triggers(sessions: async_sessionmaker[AsyncSession], *, enabled: bool) -> None:
-    """A bulk load skips the per-statement statistics triggers (migration 0005) and counts once at the end, with
+    """A bulk load skips the statistics triggers (migrations 0005, 0017) and counts once at the end, with
     the same statements the migration uses for rows already stored."""
     async with db.transaction(sessions) as session:
         conn = await session.connection()

@@ -1,7 +1,7 @@
 """The lexical side of the hybrid statement (app/memory/search/hybrid.py): BM25 over the rows' lexical tokens. The
 candidate rows are found through the full-text index, the rarest query terms first; their term frequencies come from
 each row's term counts (migration 0013), document frequencies, counts and lengths from the statistics the triggers
-keep on write (migration 0005). Why BM25 rather than PostgreSQL's ts_rank, and why over the query's bound: the
+keep on write (migrations 0005, 0017). Why BM25 rather than PostgreSQL's ts_rank, and why over the query's bound: the
 hybrid statement's docstring."""
 
 from app.memory.models import AGENT_TSV_EXPRESSION
@@ -15,7 +15,7 @@ PROBE_ROWS = 1000
 
 
 def statistics(table: str) -> str:
-    """The agent's document count and mean length, kept on write (migration 0005): no scan of its rows."""
+    """The agent's document count and mean length, kept on write (migrations 0005, 0017): no scan of its rows."""
     return f"""
 stats AS (
     SELECT coalesce(max(docs), 0) AS n, greatest(coalesce(max(tokens)::float8 / nullif(max(docs), 0), 1), 1) AS avgdl

@@ -3,7 +3,7 @@
 Candidates: the top rows by cosine distance (an exact scan of the agent's rows, its own HNSW index for the largest
 agents: agent_indexes.py) and the top rows by BM25 over the lexical tokens (found through the GIN index; term
 frequencies read from each row's term counts, migration 0013; document frequencies, counts and lengths from the
-statistics triggers keep on write, migration 0005). Fusion: a convex combination, 0.4 / 0.6, of the cosine centred
+statistics triggers keep on write, migrations 0005, 0017). Fusion: a convex combination, 0.4 / 0.6, of the cosine centred
 on the query's neighbourhood (taken to the query less CENTRE_SHARE of the vector candidates' mean, `_centred`) and
 min-max normalised over the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x
 (k1 + 1), what a row holding every term would approach. Then replies: a short line that follows a short question
