@@ -15,9 +15,9 @@ A row's distinct terms are the keys of its `term_counts` (migration 0013). They 
 written for the row, which Citus routes to the agent's shard (an INSERT … SELECT would need a distributed plan);
 one INSERT per term took 1.7 times as long for a batch of 1,000 passages. Against the statement-level triggers
 (bench/statistics_triggers.py, medians of 5 rounds): inserts 0.96x in batches of 1,000 and 1.11x one per
-transaction; one DELETE of 500 rows 8.6x (2 ms a row: the service deletes passages one at a time). A deleted row whose agent has no corpus
-row subtracts nothing: deleting an agent drops its statistics first (AgentRepository.delete), and its rows then go
-without touching a term row each.
+transaction; one DELETE of 500 rows 8.6x (2 ms a row; the service deletes passages one at a time). A deleted row
+whose agent has no corpus row subtracts nothing: deleting an agent drops its statistics first
+(AgentRepository.delete), and its rows then go without touching a term row each.
 
 Revision ID: 0017_statistics_by_row
 Revises: 0016_keys_by_agent
