@@ -54,10 +54,12 @@ BEGIN
     IF TG_OP <> 'DELETE' AND NEW.search_text <> '' THEN
         INSERT INTO lexical_corpus AS c (agent_id, source, docs, tokens) VALUES (NEW.agent_id, TG_ARGV[0], 1, NEW.token_count)
         ON CONFLICT (agent_id, source) DO UPDATE SET docs = c.docs + 1, tokens = c.tokens + excluded.tokens;
-        EXECUTE 'INSERT INTO lexical_terms AS t (agent_id, source, term, df) VALUES '
-            || (SELECT string_agg(format('(%L::uuid, %L, %L, 1)', NEW.agent_id, TG_ARGV[0], term), ', ' ORDER BY term)
-                FROM jsonb_object_keys(NEW.term_counts) AS term)
-            || ' ON CONFLICT (agent_id, source, term) DO UPDATE SET df = t.df + 1';
+        IF NEW.term_counts <> '{}' THEN  -- a text of blanks has none (and EXECUTE takes no NULL)
+            EXECUTE 'INSERT INTO lexical_terms AS t (agent_id, source, term, df) VALUES '
+                || (SELECT string_agg(format('(%L::uuid, %L, %L, 1)', NEW.agent_id, TG_ARGV[0], term), ', ' ORDER BY term)
+                    FROM jsonb_object_keys(NEW.term_counts) AS term)
+                || ' ON CONFLICT (agent_id, source, term) DO UPDATE SET df = t.df + 1';
+        END IF;
     END IF;
     RETURN NULL;
 END"""

@@ -128,3 +128,15 @@ def test_concurrent_writers_to_one_agent_keep_the_statistics_without_deadlock(ag
     kept = assert_in_step(database_url, agent["id"], "messages")
     assert kept["corpus"][0] == 4 * 5 * (3 * 6 - 1)  # writers, rounds, rows written less the one deleted
     assert kept["terms"]["w0"] > 0 and set(kept["terms"]) == set(words)
+
+
+def test_a_text_of_blanks_is_stored_and_counted_without_terms(agent: dict, database_url: str) -> None:
+    # The service never writes one (search_text joins tokens), but a row must not fail for its statistics.
+    agent_id = uuid.UUID(agent["id"])
+    run_sql(
+        database_url,
+        "INSERT INTO messages (id, agent_id, role, content, search_text) VALUES (gen_random_uuid(), :a, 'user', ' ', ' ')",
+        {"a": agent_id},
+    )
+    kept, _ = statistics(database_url, agent["id"], "messages")
+    assert kept["corpus"][0] == 1 and kept["terms"] == {}
