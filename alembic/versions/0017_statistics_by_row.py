@@ -12,12 +12,13 @@ queue there instead of deadlocking on term rows. The table is the trigger's argu
 partitioned table fires on the partition, whose name TG_TABLE_NAME holds.
 
 A row's distinct terms are the keys of its `term_counts` (migration 0013). They go in as one multi-row VALUES
-written for the row, which Citus routes to the agent's shard (an INSERT … SELECT would need a distributed plan);
-one INSERT per term took 1.7 times as long for a batch of 1,000 passages. Against the statement-level triggers
-(bench/statistics_triggers.py, medians of 5 rounds): inserts 0.96x in batches of 1,000 and 1.11x one per
-transaction; one DELETE of 500 rows 8.6x (2 ms a row; the service deletes passages one at a time). A deleted row
-whose agent has no corpus row subtracts nothing: deleting an agent drops its statistics first
-(AgentRepository.delete), and its rows then go without touching a term row each.
+written for the row: to Citus a single-shard statement like those of its row-trigger examples (an INSERT … SELECT
+goes through its INSERT … SELECT planner instead; neither tried on a cluster here). One INSERT per term took 1.7
+times as long for a batch of 1,000 passages. Against the statement-level triggers (bench/statistics_triggers.py,
+medians of 5 rounds): inserts 0.96x in batches of 1,000 and 1.11x one per transaction; one DELETE of 500 rows 8.6x
+(2 ms a row; the service deletes passages one at a time). A deleted row whose agent has no corpus row subtracts
+nothing: deleting an agent drops its statistics first (AgentRepository.delete), and its rows then go without
+touching a term row each.
 
 Revision ID: 0017_statistics_by_row
 Revises: 0016_keys_by_agent
