@@ -92,6 +92,22 @@ def backfill(table: str) -> list[str]:
     ]
 
 
+def create_functions() -> None:
+    """The statement-level trigger functions (also what migration 0017's downgrade restores)."""
+    for event, body in BODIES.items():
+        op.execute(
+            f"CREATE FUNCTION lexical_statistics_{event}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN{body}\n    RETURN NULL;\nEND\n$$"
+        )
+
+
+def create_triggers(table: str) -> None:
+    for event, transition in TRANSITIONS.items():
+        op.execute(
+            f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} "
+            f"REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
+        )
+
+
 def upgrade() -> None:
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN")
@@ -107,16 +123,9 @@ def upgrade() -> None:
             *[sa.Column(c, sa.BigInteger, nullable=False) for c in columns],
             sa.PrimaryKeyConstraint("agent_id", "source", *(["term"] if extra else [])),
         )
-    for event, body in BODIES.items():
-        op.execute(
-            f"CREATE FUNCTION lexical_statistics_{event}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN{body}\n    RETURN NULL;\nEND\n$$"
-        )
+    create_functions()
     for table in TABLES:
-        for event, transition in TRANSITIONS.items():
-            op.execute(
-                f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} "
-                f"REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
-            )
+        create_triggers(table)
         for statement in backfill(table):
             op.execute(statement)
 

@@ -100,16 +100,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     statement_level = _statement_triggers()
-    for event, body in statement_level.BODIES.items():
-        op.execute(
-            f"CREATE FUNCTION lexical_statistics_{event}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN{body}\n"
-            "    RETURN NULL;\nEND\n$$"
-        )
+    statement_level.create_functions()
     for table in TABLES:
-        for event, transition in statement_level.TRANSITIONS.items():
+        for event in EVENTS:
             op.execute(f"DROP TRIGGER {table}_lexical_{event} ON {table}")
-            op.execute(
-                f"CREATE TRIGGER {table}_lexical_{event} AFTER {event.upper()} ON {table} "
-                f"REFERENCING {transition} FOR EACH STATEMENT EXECUTE FUNCTION lexical_statistics_{event}()"
-            )
+        statement_level.create_triggers(table)
     op.execute(f"DROP FUNCTION {FUNCTION}()")
