@@ -10,10 +10,13 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
   then the held-out off-topic messages of tests/data/off_topic_heldout.json, asked of the same store.
 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
-each turn folded into it), shown cut at 600 characters as `text` shows it. `ev`: evidence turns handed over / all
-(micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API runs,
-designs of the selection are scored offline on the same hits (`recollection_gate.select`, the function the service
-runs), each set at once: the protocol picks the design with the best worst case over the sets.
+each turn folded into it). A long memory is shown as an excerpt (app/memory/excerpt.py), which may leave out what
+answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
+answer's words that the turn holds (turns that hold none count as handed over). `ev`: evidence turns handed over /
+all (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API
+runs, designs of the selection (what one memory may take of the budget) are scored offline on the same hits
+(`recollection_gate.select`, the function the service runs), each set at once: the protocol picks the design with
+the best worst case over the sets, on `kept`.
 
     python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
     python -m bench.recollection --sets locomo japanese --no-chat
@@ -39,8 +42,10 @@ from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
 from app.memory import recollection_gate
+from app.memory.excerpt import CUT_MARK
 from app.memory.recollection import Recollector
 from app.memory.recollection_gate import Kind, Recollection, select
+from app.memory.search import lexical
 from app.settings import Settings
 from bench import fusion_replica
 from bench.embedding_cache import CachedEmbedder
@@ -55,8 +60,10 @@ OFF_TOPIC = Path(__file__).resolve().parent.parent / "tests" / "data" / "off_top
 CHUNK = 400
 BASELINE_DEPTH = 100
 MEMORIES = "<memories>\n"
-# The selection's designs scored offline: (evident_ratio, company); the shipped one is recollection's defaults.
-DESIGNS = [(e, c) for e in (0.0, 0.5, 0.6, 0.665) for c in (0.0, 0.3, 0.5, 0.8)]
+# The selection's designs scored offline: the share of the budget one memory may take (its excerpt 0.9 of that);
+# the shipped one is recollection_gate.MEMORY_SHARE.
+DESIGNS = (0.11, 0.15, 0.18, 0.2, 0.22, 0.25, 0.3, 0.4)
+HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and what (a) and (b) pack)
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
 
 
@@ -71,8 +78,16 @@ class Loaded:
     index: fusion_replica.Indexed | None = None  # the stored rows, for the RRF baseline
     rows: list[Recollection] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
 
-    def held(self, question: Question, ids: list[uuid.UUID]) -> int:
-        return len(question.evidence & set().union(*[self.turns.get(i, set()) for i in ids]))
+    def held(self, question: Question, shown: list[tuple[uuid.UUID, str]]) -> tuple[int, int]:
+        """The evidence turns handed over, and those of them whose shown text keeps the answer's words."""
+        answer = set(lexical.tokens(question.answer))
+        held = kept = 0
+        for memory, what in shown:
+            for turn in self.turns.get(memory, set()) & question.evidence:
+                in_turn = answer.intersection(lexical.tokens(self.corpus.passages[turn]))
+                held += 1
+                kept += 2 * len(in_turn.intersection(lexical.tokens(what))) >= len(in_turn)
+        return held, kept
 
 
 def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
@@ -124,33 +139,35 @@ async def read_back(url: str, loaded: list[Loaded]) -> None:
 
 
 def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
-    """The budget filled in rank order, as a caller packing a search's hits would: no gate; a hit too long for what
-    is left gives way to the next that fits (select's rule)."""
-    scored = [replace(r, margin=1.0, score=float(len(ranked) - i)) for i, r in enumerate(ranked)]
-    return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
+    """The budget filled in rank order, as a caller packing a search's hits would: no gate, no excerpts (a memory
+    cut at HEAD_CUT); a hit too long for what is left gives way to the next that fits (select's rule)."""
+    scored = [replace(r, margin=1.0, score=float(len(ranked) - i), terms=frozenset()) for i, r in enumerate(ranked)]
+    return select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
 
 
 def before(hits: list[Recollection], budget: int) -> list[Recollection]:
-    chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"])
+    hits = [replace(h, terms=frozenset()) for h in hits]
+    chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT)
     return chosen[: int(BEFORE["most"])]
 
 
 @dataclass
 class Tally:
     held: int = 0
+    kept: int = 0
     evidence: int = 0
     questions: list[bool] = field(default_factory=list)
     chars: list[int] = field(default_factory=list)
     unrelated: list[bool] = field(default_factory=list)
 
-    def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[uuid.UUID], chars: int) -> None:
-        ids = [c.id if isinstance(c, Recollection) else c for c in chosen]
+    def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[tuple[uuid.UUID, str]], chars: int) -> None:
+        shown = [(c.id, c.shown) if isinstance(c, Recollection) else c for c in chosen]
         if not q.evidence:  # an unrelated question (Japanese set) should get nothing; an abstention may get some
             if q.category == "unrelated":
-                self.unrelated.append(bool(ids))
+                self.unrelated.append(bool(shown))
             return
-        held = loaded.held(q, ids)
-        self.held, self.evidence = self.held + held, self.evidence + len(q.evidence)
+        held, kept = loaded.held(q, shown)
+        self.held, self.kept, self.evidence = self.held + held, self.kept + kept, self.evidence + len(q.evidence)
         self.questions.append(held > 0)
         self.chars.append(chars)
 
@@ -162,7 +179,8 @@ class Tally:
         unrelated = f" unrelated {sum(self.unrelated)}/{len(self.unrelated)}" if self.unrelated else ""
         q = float(np.mean(self.questions)) if self.questions else float("nan")
         chars = statistics.median(self.chars) if self.chars else 0
-        return f"ev {self.ev:.3f} q {q:.3f} chars {chars:5.0f}{unrelated}"
+        kept = self.kept / max(self.evidence, 1)
+        return f"ev {self.ev:.3f} kept {kept:.3f} q {q:.3f} chars {chars:5.0f}{unrelated}"
 
 
 def chars_of(chosen: list[Recollection]) -> int:
@@ -194,9 +212,9 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                             "(b) rrf k=60 in rank order": pack(fused, budget),
                             "before (ratios 0.665/0.8, at most 15)": before(searched, budget),
                         }
-                        for evident, company in DESIGNS:
-                            design = f"design evident {evident:.3f} company {company:.1f}"
-                            methods[design] = select(searched, budget=budget, company=company, evident_ratio=evident)
+                        for share in DESIGNS:
+                            per_memory = max(recollection_gate.MIN_MEMORY_CHARS, round(budget * share))
+                            methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:
@@ -214,12 +232,12 @@ def through_api(client: TestClient, sets: dict[str, list[Loaded]]) -> dict[str, 
                     response = client.post(f"/v1/agents/{one.agent_id}/recollection", json=body)
                     assert response.status_code == 200, response.text
                     found = response.json()
-                    ids = [uuid.UUID(m["id"]) for m in found["memories"]]
+                    shown = [(uuid.UUID(m["id"]), m["content"]) for m in found["memories"]]
                     rows = [f"{budget:>4} recollection API"]
                     if name == "Japanese":  # the issue asks for every question of some kinds
                         rows.append(f"{budget:>4} recollection API, {q.category}")
                     for row in rows:
-                        out.setdefault(name, {}).setdefault(row, Tally()).add(one, q, ids, found["chars"])
+                        out.setdefault(name, {}).setdefault(row, Tally()).add(one, q, shown, found["chars"])
     return out
 
 
@@ -240,16 +258,25 @@ def chat_path(client: TestClient, llm: ScriptedLLM, sets: dict[str, list[Loaded]
     out: dict[str, Tally] = {}
     for name, loaded in sets.items():
         for one in loaded:
-            by_line = {r.item: r.id for r in one.rows}
+            lines = [(r.id, replace(r, cap=len(r.content)).item) for r in one.rows]  # whole
             for q in one.corpus.questions:
                 first = len(llm.requests)
                 response = client.post(f"/v1/agents/{one.agent_id}/chat", json={"message": q.text})
                 assert response.status_code == 200, response.text
                 system = llm.requests[first]["messages"][0]["content"]
                 body = system.split(MEMORIES, 1)[1].split("\n</memories>", 1)[0] if MEMORIES in system else ""
-                ids = [by_line[line] for line in body.split("\n") if line in by_line]
-                out.setdefault(name, Tally()).add(one, q, ids, len(body))
+                shown = [(memory, line) for line in body.split("\n") if (memory := stood_for(line, lines))]
+                out.setdefault(name, Tally()).add(one, q, shown, len(body))
     return out
+
+
+def stood_for(line: str, rows: list[tuple[uuid.UUID, str]]) -> uuid.UUID | None:
+    """The stored memory a line of the prompt shows (whole or as an excerpt): the row whose line holds the longest
+    part of it between cut marks. None for a heading."""
+    if not line.startswith("- "):
+        return None
+    part = max(line[2:].split(CUT_MARK), key=len).strip()
+    return next((memory for memory, whole in rows if part in whole), None)
 
 
 def report(title: str, tallies: dict[str, dict[str, Tally]]) -> None:

@@ -32,6 +32,7 @@ class Question:
     category: str
     evidence: frozenset[int]  # indices into the corpus' passages; empty: nothing in memory answers it
     asked_at: datetime | None = None  # LongMemEval: its question_date
+    answer: str = ""  # the gold answer (LongMemEval, LoCoMo): bench/recollection.py asks what is shown to keep its words
 
 
 @dataclass
@@ -76,7 +77,7 @@ def longmemeval(path: Path = LONGMEMEVAL, limit: int | None = None) -> Retrieval
                 passages.append(f"{turn['role']}: {turn['content']}"[:MAX_CHARS])
                 dates.append(_longmemeval_date(date))
         asked = _longmemeval_date(q["question_date"])
-        question = Question(q["question"], q["question_type"], frozenset(evidence), asked)
+        question = Question(q["question"], q["question_type"], frozenset(evidence), asked, str(q["answer"]))
         corpora.append(Corpus(f"longmemeval {q['question_id']}", passages, [question], dates))
     return RetrievalSet("LongMemEval dev", corpora)
 
@@ -109,7 +110,8 @@ def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
             ids = {f"D{s}:{t}" for e in qa.get("evidence", []) for s, t in _DIA_ID.findall(e)}
             evidence = frozenset(index[i] for i in ids if i in index)
             if qa["category"] in LOCOMO_CATEGORIES and evidence:
-                corpus.questions.append(Question(qa["question"], LOCOMO_CATEGORIES[qa["category"]], evidence))
+                category = LOCOMO_CATEGORIES[qa["category"]]
+                corpus.questions.append(Question(qa["question"], category, evidence, answer=str(qa.get("answer", ""))))
         corpora.append(corpus)
     return RetrievalSet("LoCoMo dev", corpora)
 

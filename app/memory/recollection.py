@@ -111,7 +111,7 @@ class Recollector:
         include_core: bool,
     ) -> tuple[list[Recollection], str | None]:
         """The hits (`hits`) and the core-memory section (None unless `include_core`)."""
-        query_tokens = set(lexical.query_terms(query))
+        query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
         bar = PERSONAL_MIN_MARGIN if await personal(self.embedder, embedding) >= PERSONAL else MIN_MARGIN
 
@@ -119,7 +119,17 @@ class Recollector:
             margin, covered = hit.similarity - base, coverage(query_tokens, row.search_text or "")
             speaker = row.role if isinstance(row, Message) else None
             return Recollection(
-                kind, row.id, content, row.occurred_at, hit.similarity, margin, covered, hit.score, speaker, min_margin=bar
+                kind,
+                row.id,
+                content,
+                row.occurred_at,
+                hit.similarity,
+                margin,
+                covered,
+                hit.score,
+                speaker,
+                min_margin=bar,
+                terms=query_tokens,
             )
 
         search = SearchQuery(query, k=searched)  # one query, its terms, dates and speakers read once for both

@@ -21,8 +21,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Literal
 
+from app.memory.excerpt import excerpt
 from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, one_line
 from app.memory.search import lexical
 
@@ -42,8 +44,13 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 # the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
 EVIDENT_RATIO = 0.0
 COMPANY_RATIO = 0.5
-RECOLLECTION_CHARS = 600  # of one memory
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
+# One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/excerpt.py): at
+# 1,500 characters, 330. Chosen with bench/recollection.py on the three sets at once, an evidence turn counting only
+# if what is shown of it keeps the answer's words: shares of 1/4.5 to 1/5.5 of the budget, excerpts of 0.9 of it,
+# lift LongMemEval most and lose LoCoMo nothing (bench/README.md); a fixed 600 before.
+MEMORY_SHARE = 0.22
+MIN_MEMORY_CHARS = 80
 MAX_BUDGET_CHARS = 20_000  # what one request may ask for
 MIN_SEARCHED, MAX_SEARCHED = 30, 100  # hits searched per memory: enough to fill the budget with short ones
 CHARS_PER_SEARCHED = 50
@@ -61,8 +68,9 @@ class Recollection:
     coverage: float
     score: float
     speaker: str | None = None  # a message's role; archival passages have none
-    cap: int = RECOLLECTION_CHARS  # of its content, as shown
+    cap: int = round(BUDGET_CHARS * MEMORY_SHARE)  # of its content, as shown
     min_margin: float = MIN_MARGIN  # what its query asks of the margin
+    terms: frozenset[str] = frozenset()  # the query's lexical terms, around which a long memory is cut
 
     @property
     def evident(self) -> bool:
@@ -76,10 +84,10 @@ class Recollection:
         day = f"{self.occurred_at:%Y-%m-%d}"
         return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
 
-    @property
+    @cached_property  # select measures a hit several times; a changed hit is a new one (`replace`)
     def shown(self) -> str:
-        """Its content as the section shows it (one line, cut at `cap`), before escaping."""
-        return LINE_BREAKS.sub(LINE_BREAK_MARK, self.content.strip())[: self.cap]
+        """Its content as the section shows it (one line, within `cap`: an excerpt about `terms`), before escaping."""
+        return excerpt(LINE_BREAKS.sub(LINE_BREAK_MARK, self.content.strip()), self.terms, self.cap)
 
     @property
     def item(self) -> str:
@@ -87,10 +95,15 @@ class Recollection:
         return f"- {said}{one_line(self.shown)}"
 
 
-def coverage(query_tokens: set[str], search_text: str) -> float:
+def coverage(query_tokens: frozenset[str], search_text: str) -> float:
     if len(query_tokens) < MIN_QUERY_TOKENS_FOR_COVERAGE:
         return 0.0
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
+
+
+def memory_chars(budget: int) -> int:
+    """What one memory may take of `budget`."""
+    return max(MIN_MEMORY_CHARS, round(budget * MEMORY_SHARE))
 
 
 def searched_for(budget: int) -> int:
@@ -105,12 +118,14 @@ def select(
     company: float = COMPANY_RATIO,
     evident_ratio: float = EVIDENT_RATIO,
     repeats: Iterable[str] = (),
+    per_memory: int | None = None,
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
     `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
-    within `budget` characters as `render` writes them. A hit too long for what is left of the budget leaves its
-    place to the next that fits (the first is cut to fit); a text already chosen, or one of `repeats` (the message
-    being answered), is not repeated."""
+    within `budget` characters as `render` writes them, each within `per_memory` (`memory_chars(budget)` unless
+    given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
+    to fit); a text already chosen, or one of `repeats` (the message being answered), is not repeated."""
+    per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
     best = _best_scores(hits)
@@ -130,6 +145,8 @@ def select(
     for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
         if _said(hit.content) in seen:
             continue
+        if hit.cap != per_memory and len(hit.content) > min(hit.cap, per_memory):  # else shown alike
+            hit = replace(hit, cap=per_memory)
         heading = 0 if hit.heading in headings else len(hit.heading) + 1
         shown: Recollection | None = hit
         if not chosen and used + heading + len(hit.item) + 1 > budget:
@@ -152,7 +169,7 @@ def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
     part of it fits."""
     cut = replace(hit, cap=min(hit.cap, chars))
     while cut.cap > 0 and len(cut.item) > chars:
-        cut.cap -= max(1, len(cut.item) - chars)
+        cut = replace(cut, cap=cut.cap - max(1, len(cut.item) - chars))
     return cut if cut.cap >= min(40, len(hit.shown)) else None
 
 

@@ -68,7 +68,10 @@ class RecollectionRequest(RequestBody):
 class RecollectedMemory(BaseModel):
     kind: Kind = Field(description="archival (a passage) or recall (a message)")
     id: uuid.UUID = Field(description="the passage's or the message's id")
-    content: str = Field(description="as `text` shows it: on one line, cut at 600 characters")
+    content: str = Field(
+        description="as `text` shows it: on one line, within a share of the budget (a longer memory as an excerpt of the "
+        "sentences the query is about, its cuts marked …)",
+    )
     occurred_at: datetime = Field(description="when it happened or was said")
     score: float = Field(description="the hybrid search's fused score (comparable within one kind)")
     speaker: str | None = Field(default=None, description="who said it (user or assistant); recall memories only")

@@ -70,6 +70,23 @@ def test_the_budget_holds_and_text_lists_every_memory_in_order(client: TestClien
     assert 0 < small["chars"] <= 80
 
 
+def test_a_long_memory_is_handed_over_as_the_excerpt_the_question_is_about(client: TestClient, agent: dict) -> None:
+    story = (
+        "We spent Saturday at the harbour, the ferry was late again and the fish market was crowded. "
+        "My daughter Emi starts piano lessons with Mrs. Sato on Thursdays at five. "
+        + "Afterwards we walked along the river and talked about the summer holidays for a long time. "
+        * 8
+    )
+    [stored] = store(client, agent, story)
+    found = recollect(client, agent, query="When are Emi's piano lessons?", max_chars=800, include_core=False)
+    [memory] = found["memories"]
+    assert memory["id"] == stored["id"] and len(memory["content"]) <= 800 * 0.22 < len(story)
+    assert "Emi starts piano lessons with Mrs. Sato on Thursdays at five." in memory["content"]
+    assert memory["content"].startswith("… ") and f"- {memory['content']}" in found["text"]
+    whole = recollect(client, agent, query="When are Emi's piano lessons?", max_chars=5000, include_core=False)
+    assert whole["memories"][0]["content"] == story.strip()
+
+
 def test_nothing_is_recollected_when_memory_holds_nothing_about_the_message(client: TestClient, agent: dict) -> None:
     store(client, agent, *FACTS)
     for question in ("How does a compiler differ from an interpreter?", "円周率を小数点以下五桁まで言える？"):

@@ -2,10 +2,12 @@
 and within what size, decided on the hits' margins, lexical coverage and fused scores."""
 
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from app.memory import recollection_gate
 from app.memory.recollection_gate import Kind, Recollection, select
+from app.memory.search import lexical
 
 WHEN = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -55,13 +57,13 @@ def test_every_evident_hit_goes_in_as_far_as_the_budget_goes_best_first() -> Non
 def test_the_character_budget_holds_as_rendered_and_a_first_hit_too_long_is_cut_to_fit() -> None:
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     # a heading of 12 characters, then items of 211: 12 + 3 x (1 + 211) = 648, a fourth makes 860
-    chosen = select(hits, budget=720)
+    chosen = select(hits, budget=720, per_memory=300)
     assert len(chosen) == 3 and len(recollection_gate.render(chosen) or "") == 648
-    assert len(recollection_gate.render(select(hits[:4], budget=860)) or "") == 860
+    assert len(recollection_gate.render(select(hits[:4], budget=860, per_memory=300)) or "") == 860
     # a fourth of another day, with its heading (873), does not fit
     other_day = hit(hits[3].content, hits[3].score, margin=0.1)
     other_day.occurred_at = datetime(2026, 5, 2, tzinfo=UTC)
-    assert select([*hits[:3], other_day], budget=870) == hits[:3]
+    assert select([*hits[:3], other_day], budget=870, per_memory=300) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], budget=100)
     assert len(recollection_gate.render([only]) or "") <= 100 and only.shown == "y" * only.cap and only.cap > 40
@@ -72,7 +74,29 @@ def test_a_hit_too_long_for_what_is_left_gives_way_to_a_shorter_one() -> None:
     first = hit("a" * 300, 0.9, margin=0.1)
     long, short, shorter = hit("b" * 400, 0.85), hit("c" * 100, 0.8), hit("d" * 50, 0.75)
     # 12 + 303 = 315; the long one would make 718 > 600: the next two fit (418, 471)
-    assert select([first, long, short, shorter], budget=600) == [first, short, shorter]
+    assert select([first, long, short, shorter], budget=600, per_memory=600) == [first, short, shorter]
+
+
+def test_a_long_memory_takes_its_share_of_the_budget_as_an_excerpt_about_the_query() -> None:
+    story = (
+        "We spent the morning at the harbour and the fish market. The ferry was late again. "
+        "My daughter Emi starts piano lessons on Thursdays at 5 pm with Mrs. Sato. "
+        + "Then we walked along the river for hours and talked about nothing much. "
+        * 6
+    )
+    terms = frozenset(lexical.query_terms("When are Emi's piano lessons?"))
+    long = replace(hit(story, 0.9, margin=0.1), terms=terms)
+    short = hit("Emi likes Chopin", 0.8, margin=0.1)
+    chosen = select([long, short], budget=800)
+    assert [c.id for c in chosen] == [long.id, short.id] and chosen[1] == short  # a short one stays whole
+    shown = chosen[0].shown
+    per_memory = recollection_gate.memory_chars(800)
+    assert len(story) > per_memory >= len(shown) and per_memory == 176
+    assert "Emi starts piano lessons on Thursdays at 5 pm" in shown and shown.startswith("… ") and shown.endswith(" …")
+    assert f"- {shown}" in (recollection_gate.render(chosen) or "")
+    # the whole memory when the budget allows it, and from its start without the query's terms
+    assert select([long], budget=20_000)[0].shown == story.strip()
+    assert select([replace(long, terms=frozenset())], budget=800)[0].shown == story[:per_memory]
 
 
 def test_what_repeats_goes_in_once_and_what_the_caller_said_not_at_all() -> None:
