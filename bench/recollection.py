@@ -258,25 +258,33 @@ def chat_path(client: TestClient, llm: ScriptedLLM, sets: dict[str, list[Loaded]
     out: dict[str, Tally] = {}
     for name, loaded in sets.items():
         for one in loaded:
-            lines = [(r.id, replace(r, cap=len(r.content)).item) for r in one.rows]  # whole
+            lines = [(memory, whole_line(one, min(turns))) for memory, turns in one.turns.items()]
             for q in one.corpus.questions:
                 first = len(llm.requests)
                 response = client.post(f"/v1/agents/{one.agent_id}/chat", json={"message": q.text})
                 assert response.status_code == 200, response.text
                 system = llm.requests[first]["messages"][0]["content"]
                 body = system.split(MEMORIES, 1)[1].split("\n</memories>", 1)[0] if MEMORIES in system else ""
-                shown = [(memory, line) for line in body.split("\n") if (memory := stood_for(line, lines))]
+                shown = [(memory, line) for line in body.split("\n") for memory in stood_for(line, lines)]
                 out.setdefault(name, Tally()).add(one, q, shown, len(body))
     return out
 
 
-def stood_for(line: str, rows: list[tuple[uuid.UUID, str]]) -> uuid.UUID | None:
-    """The stored memory a line of the prompt shows (whole or as an excerpt): the row whose line holds the longest
-    part of it between cut marks. None for a heading."""
+def whole_line(loaded: Loaded, turn: int) -> str:
+    """A stored turn's line in a prompt, whole (every memory stored, with a vector or without)."""
+    passage = loaded.corpus.passages[turn]
+    role, said = passage.split(": ", 1) if loaded.kind == "recall" else (None, passage)
+    memory = Recollection(loaded.kind, uuid.uuid4(), said if said.strip() else "…", datetime.now(), 0, 0, 0, 0, role)
+    return replace(memory, cap=3 * len(memory.content)).item  # line breaks lengthen it
+
+
+def stood_for(line: str, rows: list[tuple[uuid.UUID, str]]) -> list[uuid.UUID]:
+    """The stored memories a line of the prompt shows (whole or as an excerpt): the rows whose lines hold every part
+    of it between cut marks (several when the same text is stored twice). None for a heading."""
     if not line.startswith("- "):
-        return None
-    part = max(line[2:].split(CUT_MARK), key=len).strip()
-    return next((memory for memory, whole in rows if part in whole), None)
+        return []
+    parts = [part.strip() for part in line[2:].split(CUT_MARK) if part.strip()]
+    return [memory for memory, whole in rows if all(part in whole for part in parts)]
 
 
 def report(title: str, tallies: dict[str, dict[str, Tally]]) -> None:
