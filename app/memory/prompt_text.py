@@ -19,6 +19,7 @@ MEMORIES_HEADING = (
     "really apply, and search for more if you need it)"
 )
 MEMORIES_OPEN, MEMORIES_CLOSE = "<memories>", "</memories>"
+LINE_BREAK = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]")
 LINE_BREAKS = re.compile(r"\s*[\r\n\u2028\u2029\x0b\x0c\x85]+\s*")
 LINE_BREAK_MARK = " ¶ "
 
@@ -46,4 +47,11 @@ def memories_section(body: str) -> str:
 
 def one_line(text: str) -> str:
     """Stored text as one line of data: line breaks marked, markup escaped."""
-    return escape(LINE_BREAKS.sub(LINE_BREAK_MARK, text.strip()))
+    return escape(marked(text))
+
+
+def marked(text: str) -> str:
+    """`text` stripped, its line breaks (with the spaces around them) marked. Most texts have none, and looking for
+    one first is ~10 times faster than the substitution: recollection marks every hit it weighs."""
+    text = text.strip()
+    return LINE_BREAKS.sub(LINE_BREAK_MARK, text) if LINE_BREAK.search(text) else text

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Literal
 
 from app.memory.excerpt import excerpt
-from app.memory.prompt_text import LINE_BREAK_MARK, LINE_BREAKS, one_line
+from app.memory.prompt_text import marked, one_line
 from app.memory.search import lexical
 
 Kind = Literal["archival", "recall"]
@@ -57,7 +57,7 @@ CHARS_PER_SEARCHED = 50
 SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
-@dataclass
+@dataclass(frozen=True)  # what is shown of it is worked out once (`cached_property`); a changed hit is a new one
 class Recollection:
     kind: Kind
     id: uuid.UUID
@@ -77,19 +77,19 @@ class Recollection:
         """Relevant on its own: close in meaning or sharing enough of the query's words."""
         return self.margin >= self.min_margin or self.coverage >= MIN_COVERAGE
 
-    @property
+    @cached_property
     def heading(self) -> str:
         """The day, and for an earlier message its memory: archival memory is most of what is recollected, and its
         name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/ARCHIVE.md)."""
-        day = f"{self.occurred_at:%Y-%m-%d}"
+        day = self.occurred_at.date().isoformat()  # as %Y-%m-%d, without strftime's cost
         return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
 
-    @cached_property  # select measures a hit several times; a changed hit is a new one (`replace`)
+    @cached_property
     def shown(self) -> str:
         """Its content as the section shows it (one line, within `cap`: an excerpt about `terms`), before escaping."""
-        return excerpt(LINE_BREAKS.sub(LINE_BREAK_MARK, self.content.strip()), self.terms, self.cap)
+        return excerpt(marked(self.content), self.terms, self.cap)
 
-    @property
+    @cached_property
     def item(self) -> str:
         said = f"{self.speaker}: " if self.speaker else ""
         return f"- {said}{one_line(self.shown)}"

@@ -61,8 +61,7 @@ def test_the_character_budget_holds_as_rendered_and_a_first_hit_too_long_is_cut_
     assert len(chosen) == 3 and len(recollection_gate.render(chosen) or "") == 648
     assert len(recollection_gate.render(select(hits[:4], budget=860, per_memory=300)) or "") == 860
     # a fourth of another day, with its heading (873), does not fit
-    other_day = hit(hits[3].content, hits[3].score, margin=0.1)
-    other_day.occurred_at = datetime(2026, 5, 2, tzinfo=UTC)
+    other_day = replace(hit(hits[3].content, hits[3].score, margin=0.1), occurred_at=datetime(2026, 5, 2, tzinfo=UTC))
     assert select([*hits[:3], other_day], budget=870, per_memory=300) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], budget=100)
@@ -111,9 +110,9 @@ def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() ->
     rendered = recollection_gate.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"
     assert recollection_gate.render([]) is None
-    later = hit("I adopted a second cat", 0.8, kind="recall")
-    later.speaker = "user"
-    later.occurred_at = datetime(2026, 6, 2, tzinfo=UTC)
+    later = replace(
+        hit("I adopted a second cat", 0.8, kind="recall"), speaker="user", occurred_at=datetime(2026, 6, 2, tzinfo=UTC)
+    )
     hits = [hit("Mochi is a tabby", 0.9, margin=0.1), later, hit("Mochi is three years old", 0.7)]
     assert recollection_gate.render(hits) == (
         "[2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n[conversation, 2026-06-02]\n- user: I adopted a second cat"
