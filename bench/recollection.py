@@ -280,7 +280,7 @@ def whole_line(loaded: Loaded, turn: int) -> str:
 
 def stood_for(line: str, rows: list[tuple[uuid.UUID, str]]) -> list[uuid.UUID]:
     """The stored memories a line of the prompt shows (whole or as an excerpt): the rows whose lines hold every part
-    of it between cut marks (several when the same text is stored twice). None for a heading."""
+    of it between cut marks (several when the same text is stored twice); none for a heading."""
     if not line.startswith("- "):
         return []
     parts = [part.strip() for part in line[2:].split(CUT_MARK) if part.strip()]
