@@ -57,6 +57,11 @@ CHARS_PER_SEARCHED = 50
 SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
+def memory_chars(budget: int) -> int:
+    """What one memory may take of `budget`."""
+    return max(MIN_MEMORY_CHARS, round(budget * MEMORY_SHARE))
+
+
 @dataclass(frozen=True)  # what is shown of it is worked out once (`cached_property`); a changed hit is a new one
 class Recollection:
     kind: Kind
@@ -68,7 +73,7 @@ class Recollection:
     coverage: float
     score: float
     speaker: str | None = None  # a message's role; archival passages have none
-    cap: int = round(BUDGET_CHARS * MEMORY_SHARE)  # of its content, as shown
+    cap: int = memory_chars(BUDGET_CHARS)  # of its content, as shown
     min_margin: float = MIN_MARGIN  # what its query asks of the margin
     terms: frozenset[str] = frozenset()  # the query's lexical terms, around which a long memory is cut
 
@@ -99,11 +104,6 @@ def coverage(query_tokens: frozenset[str], search_text: str) -> float:
     if len(query_tokens) < MIN_QUERY_TOKENS_FOR_COVERAGE:
         return 0.0
     return len(query_tokens & set(search_text.split())) / len(query_tokens)
-
-
-def memory_chars(budget: int) -> int:
-    """What one memory may take of `budget`."""
-    return max(MIN_MEMORY_CHARS, round(budget * MEMORY_SHARE))
 
 
 def searched_for(budget: int) -> int:
