@@ -1,7 +1,8 @@
 """Recollection within a budget, on every set: the share of each question's evidence that `POST …/recollection`
 hands over in 800, 1,500 and 3,000 characters, beside the same budget filled by (a) Engram's own search hits in rank
-order and (b) reciprocal-rank fusion (k=60) of cosine and BM25 over the same stored vectors; then what the chat path
-puts into the model's first request (the same function).
+order and (b) reciprocal-rank fusion (k=60) of cosine and BM25 over the same stored vectors, and under (c) the ceiling
+of any selection from the search's hits (its evidence packed first); then what the chat path puts into the model's
+first request (the same function).
 
 Sets (bench/retrieval_sets.py), stored as their users would store them, through the API of the service in process:
 - LoCoMo dev: one archival passage per turn ("Speaker: text"), dated by its session (`POST …/archival/batch`);
@@ -145,6 +146,17 @@ def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
     return select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
 
 
+def ceiling(loaded: Loaded, q: Question, hits: list[Recollection], budget: int) -> list[Recollection]:
+    """The most of the evidence that any order of `hits` could hand over, as recollection shows memories (excerpts
+    about the query, within its share of the budget): the hits standing for evidence first, in rank order, then the
+    rest; nothing when the question has no evidence. What no selection over these hits can beat."""
+    if not q.evidence:
+        return []
+    ranked = sorted(hits, key=lambda h: not loaded.turns.get(h.id, set()) & q.evidence)  # stable: rank order kept
+    scored = [replace(r, margin=1.0, score=float(len(ranked) - i)) for i, r in enumerate(ranked)]
+    return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
+
+
 def before(hits: list[Recollection], budget: int) -> list[Recollection]:
     hits = [replace(h, terms=frozenset()) for h in hits]
     chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT)
@@ -212,6 +224,8 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                             "(b) rrf k=60 in rank order": pack(fused, budget),
                             "before (ratios 0.665/0.8, at most 15)": before(searched, budget),
                         }
+                        for depth in sorted({recollection_gate.searched_for(budget), recollection_gate.MAX_SEARCHED}):
+                            methods[f"(c) ceiling, evidence first of top {depth:>3}"] = ceiling(one, q, hits[:depth], budget)
                         for share in DESIGNS:
                             per_memory = max(recollection_gate.MIN_MEMORY_CHARS, round(budget * share))
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
