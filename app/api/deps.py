@@ -11,7 +11,7 @@ from starlette.requests import HTTPConnection
 
 from app.agents.models import Agent
 from app.agents.service import find_agent
-from app.api.replica_reads import READING_METHODS, REPLICA_FAILURES, replica_failed, replica_for
+from app.api.replica_reads import REPLICA_FAILURES, only_reads, replica_failed, replica_for
 from app.auth.principal import Forbidden, Principal, presented_key, require_tenant
 from app.db import reading, transaction
 from app.llm.embeddings import Embedder
@@ -32,7 +32,7 @@ async def get_settings_dep(request: Request) -> Settings:
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     state = runtime(request.app)
-    if request.method in READING_METHODS:
+    if only_reads(request.scope):
         replica = replica_for(request.scope, state.replicas)
         try:
             async with reading(replica.sessions if replica else state.sessions) as session:

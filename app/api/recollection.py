@@ -6,12 +6,14 @@ from fastapi import APIRouter
 
 from app.api.deps import AgentDep, RecollectorDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES
+from app.api.replica_reads import reads_only
 from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
 
 @router.post("/recollection")
+@reads_only  # a query sent as a body: read without a transaction, as a search is
 async def recollect(
     agent: AgentDep, body: RecollectionRequest, recollector: RecollectorDep, settings: SettingsDep
 ) -> RecollectionRead:

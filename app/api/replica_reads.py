@@ -3,7 +3,9 @@
 A GET or HEAD request reads on a replica (`replica_for`, used by the session dependency), unless its caller wrote to
 the same agent within the replicas' staleness bound (read-your-writes), or no replica is usable. Everything else — turns,
 writes, imports, MCP, every POST — runs on the primary, and each response it sends marks its caller as having written
-(to the agent its path names, or to everything of the caller's).
+(to the agent its path names, or to everything of the caller's). A POST whose endpoint is marked `reads_only` (a
+query sent as a body: the recollection API) reads on the primary as a GET reads, without a transaction, and marks no
+write: a service that recollects before each of its LLM calls keeps reading on the replicas.
 
 A read whose replica fails before it has answered (the replica stopped, a query cancelled by a recovery conflict) is
 run again on the primary: GET and HEAD are safe to repeat, and nothing of the first attempt has reached the client."""
@@ -11,7 +13,8 @@ run again on the primary: GET and HEAD are safe to repeat, and nothing of the fi
 import hashlib
 import re
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -22,11 +25,27 @@ from app.replicas import ReadReplicas, Replica
 from app.runtime import runtime
 
 READING_METHODS = frozenset({"GET", "HEAD"})
+READS_ONLY = "engram_reads_only"  # an endpoint's attribute (`reads_only`)
 REPLICA_FAILED = "engram.replica_failed"  # scope state: the read's replica failed it
 PRIMARY_ONLY = "engram.primary_only"  # scope state: the read runs again, on the primary
 # What a read on a replica may fail with (replica_failed sorts out which of them are the replica's).
 REPLICA_FAILURES: tuple[type[Exception], ...] = (*DATABASE_FAILURES, DatabaseUnreachable)
 _AGENT_IN_PATH = re.compile(r"/agents/(?:agent-)?([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
+
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+
+
+def reads_only(endpoint: Endpoint) -> Endpoint:
+    """Marks a POST endpoint that only reads. It runs on the primary all the same: a replica's failure is answered by
+    running a read again, and a request's body cannot be read twice."""
+    setattr(endpoint, READS_ONLY, True)
+    return endpoint
+
+
+def only_reads(scope: Scope) -> bool:
+    """Whether the request only reads: a GET or HEAD, or a POST to a `reads_only` endpoint (known once routed)."""
+    return scope.get("method") in READING_METHODS or getattr(scope.get("endpoint"), READS_ONLY, False)
 
 
 def caller_of(scope: Scope) -> bytes | None:
@@ -71,7 +90,7 @@ class ReplicaReads:
         elif scope["type"] == "http" and scope["method"] in READING_METHODS:
             await self._read(scope, receive, send)
         else:
-            await self.app(scope, receive, _marking(send, replicas, caller_of(scope), agent_of(scope)))
+            await self.app(scope, receive, _marking(send, replicas, scope))
 
     async def _read(self, scope: Scope, receive: Receive, send: Send) -> None:
         state: dict[str, Any] = scope.setdefault("state", {})
@@ -95,12 +114,15 @@ class ReplicaReads:
             await self.app(scope, _no_body, send)
 
 
-def _marking(send: Send, replicas: ReadReplicas, caller: bytes | None, agent_id: uuid.UUID | None) -> Send:
-    """`send`, noting after each message that the caller has written (a turn streams while it writes)."""
+def _marking(send: Send, replicas: ReadReplicas, scope: Scope) -> Send:
+    """`send`, noting after each message that the caller has written (a turn streams while it writes), unless the
+    request only reads."""
+    caller, agent_id = caller_of(scope), agent_of(scope)
 
     async def marked(message: Message) -> None:
         await send(message)
-        replicas.note_write(caller, agent_id)
+        if not only_reads(scope):
+            replicas.note_write(caller, agent_id)
 
     return marked
 

@@ -19,7 +19,7 @@ from app.agents.service import find_agent, tenant_agents
 from app.api.deps import quota_meter
 from app.auth.principal import Principal
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
-from app.db import transaction
+from app.db import reading, transaction
 from app.errors import EngramError, NotFound
 from app.mcp_server.schemas import (
     AgentList,
@@ -84,12 +84,13 @@ def _resource_error(exc: EngramError) -> Exception:
 
 @asynccontextmanager
 async def _agent_scope(
-    caller: Caller, agent_id: uuid.UUID, fail: Callable[[EngramError], Exception] = _tool_error
+    caller: Caller, agent_id: uuid.UUID, fail: Callable[[EngramError], Exception] = _tool_error, *, reads_only: bool = False
 ) -> AsyncIterator[tuple[AsyncSession, Agent]]:
-    """One transaction, and the agent looked up for the caller's tenant exactly as the HTTP routes do (another
+    """One transaction (`reads_only`: none, each statement on its own, as the HTTP API reads: nothing stays open while
+    a query is embedded), and the agent looked up for the caller's tenant exactly as the HTTP routes do (another
     tenant's agent is not found); Engram's errors become the MCP error the model or client reads."""
     try:
-        async with transaction(caller.runtime.sessions) as session:
+        async with (reading if reads_only else transaction)(caller.runtime.sessions) as session:
             yield session, await find_agent(session, agent_id, tenant_id=caller.principal.tenant_id)
     except EngramError as exc:
         raise fail(exc) from exc
@@ -112,7 +113,7 @@ def build_server(
         """List the agents you can use, with their ids. Every other tool takes an agent's id: call this first when
         you do not have one."""
         caller = caller_of(ctx)
-        async with transaction(caller.runtime.sessions) as session:
+        async with reading(caller.runtime.sessions) as session:
             agents = await tenant_agents(session, caller.principal.tenant_id)
         return AgentList(agents=[AgentSummary(id=a.id, name=a.name, created_at=a.created_at) for a in agents])
 
@@ -122,7 +123,7 @@ def build_server(
         agent is; `human`: what it knows about its user). Each block has a label, its value, a character limit and
         a version; pass that version as `expected_version` to edit_core_memory_block so that an edit made since
         you read it is not overwritten."""
-        async with _agent_scope(caller_of(ctx), agent_id) as (session, agent):
+        async with _agent_scope(caller_of(ctx), agent_id, reads_only=True) as (session, agent):
             return CoreMemoryBlocks(blocks=[BlockRead.of(b) for b in await CoreMemory(session).blocks_of(agent.id)])
 
     @server.tool(
@@ -184,7 +185,7 @@ def build_server(
         ranking, fused). Returns up to k passages, best first, each with a relevance score from 0 to 1. Phrase the
         query as the fact you are looking for ("where does the user work"); any language works."""
         caller = caller_of(ctx)
-        async with _agent_scope(caller, agent_id) as (session, agent):
+        async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
             search = SearchQuery(query, k=k)
             matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, search, tags=tags)
             return PassageList(passages=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
@@ -195,7 +196,7 @@ def build_server(
         conversations long gone from the agent's context window, by meaning and by words. Returns up to k user
         and assistant messages, best first, with when they were said and the turn they belong to."""
         caller = caller_of(ctx)
-        async with _agent_scope(caller, agent_id) as (session, agent):
+        async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
             hits = await RecallMemory(session, caller.runtime.embedder).search(agent.id, SearchQuery(query, k=k))
             return ConversationHits(messages=[ConversationHit.of(m, score=h.score) for m, h in hits])
 
@@ -219,7 +220,7 @@ def build_server(
             request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core)
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
-        async with _agent_scope(caller, agent_id) as (session, agent):
+        async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
             recalled = await Recollector(session, caller.runtime.embedder, elsewhere=caller.runtime.sessions).recall(
                 agent.id,
                 request.search_text,
@@ -267,7 +268,7 @@ def build_server(
             agent_uuid = uuid.UUID(agent_id)
         except ValueError:
             raise ResourceNotFoundError(f"no agent {agent_id}") from None
-        async with _agent_scope(caller_of(ctx), agent_uuid, _resource_error) as (session, agent):
+        async with _agent_scope(caller_of(ctx), agent_uuid, _resource_error, reads_only=True) as (session, agent):
             return (await CoreMemory(session).get(agent.id, label)).value
 
     return server

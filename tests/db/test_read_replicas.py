@@ -221,6 +221,25 @@ def test_a_read_its_replica_fails_is_answered_by_the_primary(client: TestClient,
         standby.start()
 
 
+def test_a_recollection_reads_on_the_primary_and_leaves_its_caller_reading_on_the_standby(client: TestClient) -> None:
+    """A POST that only reads runs on the primary (its body could not be sent again, were the standby to fail it) and
+    marks no write: a service recollecting before each of its LLM calls keeps its other reads on the standby."""
+    agent_id = new_agent_with_passages(client, "The user's brother lives in Fukuoka.")
+    time.sleep(2 * MAX_LAG_SECONDS)
+    for _ in range(3):  # as in read_while_current: a loaded machine may delay the standby's checks
+        wait_until(lambda: replica_status(client)["usable"])
+        before = reads(client)
+        recalled = client.post(f"/v1/agents/{agent_id}/recollection", json={"query": "Where does my brother live?"})
+        assert recalled.status_code == 200 and "Fukuoka" in recalled.json()["text"]
+        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+        before = reads(client)
+        assert client.get(f"/v1/agents/{agent_id}/archival", params={"query": "brother"}).status_code == 200
+        served = reads_since(client, before)  # at once: within the staleness bound of a write, were one marked
+        if served["primary"] == 0:
+            break
+    assert served == {"replica": 1, "primary": 0}
+
+
 def test_every_kind_of_read_works_on_the_standby(client: TestClient, llm: ScriptedLLM) -> None:
     """The reads a console or an admin tool makes, each answered from the standby: none of them writes."""
     agent_id = new_agent_with_passages(client, "The user's favourite tea is genmaicha.")

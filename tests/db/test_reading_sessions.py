@@ -15,6 +15,7 @@ from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import block_value, chat
+from tests.support.mcp import over_http, use
 from tests.support.service import checked_client
 
 EMBEDDING_SECONDS = 0.6
@@ -61,6 +62,51 @@ def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Set
         search.join(timeout=30)
     assert answers == [200]
     assert held == 0
+
+
+def test_a_recollection_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
+    # A POST that only reads (its query is a body): run as a GET's read is, without BEGIN and COMMIT.
+    slow = SlowQueries(embedder)
+    with checked_client(create_app(settings, embedder=slow)) as client:
+        agent = client.post("/v1/agents", json={"name": f"recaller {uuid.uuid4().hex[:8]}"}).json()
+        base = f"/v1/agents/{agent['id']}"
+        assert client.post(f"{base}/archival", json={"content": "The user's sister lives in Osaka."}).status_code == 201
+        answers: list[dict] = []
+
+        def recollect() -> None:
+            answers.append(client.post(f"{base}/recollection", json={"query": "Where does my sister live?"}).json())
+
+        recollection = threading.Thread(target=recollect)
+        recollection.start()
+        assert slow.asked.wait(timeout=10)  # the agent is looked up; the query is being embedded
+        assert settings.database_url
+        held = asyncio.run(_idle_in_transaction(settings.database_url))
+        recollection.join(timeout=30)
+    assert [m["content"] for m in answers[0]["memories"]] == ["The user's sister lives in Osaka."]
+    assert held == 0
+
+
+def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embedded(
+    settings: Settings, embedder: Embedder
+) -> None:
+    slow = SlowQueries(embedder)
+    held: dict[str, int] = {}
+    assert settings.database_url
+    with checked_client(create_app(settings, embedder=slow)) as client:
+        agent = client.post("/v1/agents", json={"name": f"mcp reader {uuid.uuid4().hex[:8]}"}).json()
+        assert client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "My sister lives in Osaka."}).status_code == 201
+
+        async def search_with_each_tool() -> None:
+            async with over_http(client) as session:
+                for tool in ("search_archival_memory", "search_conversation_history", "recall_context"):
+                    slow.asked.clear()
+                    called = asyncio.create_task(use(session, tool, agent_id=agent["id"], query="Where does my sister live?"))
+                    assert await asyncio.to_thread(slow.asked.wait, 10)
+                    held[tool] = await _idle_in_transaction(settings.database_url)
+                    assert await called
+
+        asyncio.run(search_with_each_tool())
+    assert held == {"search_archival_memory": 0, "search_conversation_history": 0, "recall_context": 0}
 
 
 def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
