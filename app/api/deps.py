@@ -34,8 +34,9 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     state = runtime(request.app)
     if only_reads(request.scope):
         replica = replica_for(request.scope, state.replicas)
+        request.state.reading_sessions = replica.sessions if replica else state.sessions  # for a second connection
         try:
-            async with reading(replica.sessions if replica else state.sessions) as session:
+            async with reading(request.state.reading_sessions) as session:
                 yield session
                 await session.commit()  # nothing to commit but what a handler added, flushed rather than dropped
         except REPLICA_FAILURES as exc:
@@ -152,7 +153,9 @@ RecallMemoryDep = Annotated[RecallMemory, Depends(get_recall_memory)]
 
 
 async def get_recollector(request: Request, session: SessionDep, embedder: EmbedderDep) -> Recollector:
-    return Recollector(session, embedder, elsewhere=runtime(request.app).sessions)
+    # its second connection reads where the first does: on the request's replica, if it reads on one
+    elsewhere = getattr(request.state, "reading_sessions", runtime(request.app).sessions)
+    return Recollector(session, embedder, elsewhere=elsewhere)
 
 
 RecollectorDep = Annotated[Recollector, Depends(get_recollector)]

@@ -1,14 +1,14 @@
 """Which requests read on a read replica (app/replicas.py), and what happens when the replica fails them.
 
 A GET or HEAD request reads on a replica (`replica_for`, used by the session dependency), unless its caller wrote to
-the same agent within the replicas' staleness bound (read-your-writes), or no replica is usable. Everything else — turns,
-writes, imports, MCP, every POST — runs on the primary, and each response it sends marks its caller as having written
-(to the agent its path names, or to everything of the caller's). A POST whose endpoint is marked `reads_only` (a
-query sent as a body: the recollection API) reads on the primary as a GET reads, without a transaction, and marks no
-write: a service that recollects before each of its LLM calls keeps reading on the replicas.
+the same agent within the replicas' staleness bound (read-your-writes), or no replica is usable; so does a POST whose
+endpoint is marked `reads_only` (a query sent as a body: the recollection API). Everything else — turns, writes,
+imports, MCP — runs on the primary, and each response it sends marks its caller as having written (to the agent its
+path names, or to everything of the caller's).
 
 A read whose replica fails before it has answered (the replica stopped, a query cancelled by a recovery conflict) is
-run again on the primary: GET and HEAD are safe to repeat, and nothing of the first attempt has reached the client."""
+run again on the primary, with the body it was sent: a read is safe to repeat, and nothing of the first attempt has
+reached the client."""
 
 import hashlib
 import re
@@ -37,14 +37,14 @@ Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
 def reads_only(endpoint: Endpoint) -> Endpoint:
-    """Marks a POST endpoint that only reads. It runs on the primary all the same: a replica's failure is answered by
-    running a read again, and a request's body cannot be read twice."""
+    """Marks a POST endpoint that only reads (`only_reads`)."""
     setattr(endpoint, READS_ONLY, True)
     return endpoint
 
 
 def only_reads(scope: Scope) -> bool:
-    """Whether the request only reads: a GET or HEAD, or a POST to a `reads_only` endpoint (known once routed)."""
+    """Whether the request only reads: a GET or HEAD, or a POST to a `reads_only` endpoint (known once routed, before
+    its body is read)."""
     return scope.get("method") in READING_METHODS or getattr(scope.get("endpoint"), READS_ONLY, False)
 
 
@@ -62,7 +62,7 @@ def agent_of(scope: Scope) -> uuid.UUID | None:
 
 def replica_for(scope: Scope, replicas: ReadReplicas | None) -> Replica | None:
     """The replica a request reads on (None: the primary)."""
-    if replicas is None or scope.get("method") not in READING_METHODS or scope.get("state", {}).get(PRIMARY_ONLY):
+    if replicas is None or not only_reads(scope) or scope.get("state", {}).get(PRIMARY_ONLY):
         return None
     if replicas.wrote(caller_of(scope), agent_of(scope)):
         return None
@@ -87,23 +87,35 @@ class ReplicaReads:
         replicas = runtime(scope["app"]).replicas if state is not None and hasattr(state, "runtime") else None
         if replicas is None or scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
-        elif scope["type"] == "http" and scope["method"] in READING_METHODS:
-            await self._read(scope, receive, send)
+        elif scope["type"] == "http":
+            await self._request(scope, receive, send, replicas)
         else:
-            await self.app(scope, receive, _marking(send, replicas, scope))
+            await self.app(scope, receive, _marking(send, replicas, caller_of(scope), agent_of(scope)))
 
-    async def _read(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _request(self, scope: Scope, receive: Receive, send: Send, replicas: ReadReplicas) -> None:
+        """A read (`only_reads`, known once routed) whose replica failed before it answered is run again on the
+        primary, with the body it was sent; any other request marks its caller as having written."""
         state: dict[str, Any] = scope.setdefault("state", {})
+        written = _marking(send, replicas, caller_of(scope), agent_of(scope))
+        body: list[Message] = []  # as a read received it, to be given again
         held: list[Message] = []
 
-        async def unless_failed(message: Message) -> None:
-            if message["type"] == "http.response.start" and state.get(REPLICA_FAILED):
+        async def recording() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and only_reads(scope):
+                body.append(message)
+            return message
+
+        async def answering(message: Message) -> None:
+            if not only_reads(scope):
+                await written(message)
+            elif message["type"] == "http.response.start" and state.get(REPLICA_FAILED):
                 held.append(message)
             elif not held:
                 await send(message)
 
         try:
-            await self.app(scope, receive, unless_failed)
+            await self.app(scope, recording, answering)
         except Exception:
             if not state.get(REPLICA_FAILED) or held:
                 raise
@@ -111,20 +123,27 @@ class ReplicaReads:
         if held:
             state[PRIMARY_ONLY] = True
             state.pop(REPLICA_FAILED)
-            await self.app(scope, _no_body, send)
+            await self.app(scope, _replaying(body, _no_body), send)
 
 
-def _marking(send: Send, replicas: ReadReplicas, scope: Scope) -> Send:
-    """`send`, noting after each message that the caller has written (a turn streams while it writes), unless the
-    request only reads."""
-    caller, agent_id = caller_of(scope), agent_of(scope)
+def _marking(send: Send, replicas: ReadReplicas, caller: bytes | None, agent_id: uuid.UUID | None) -> Send:
+    """`send`, noting after each message that the caller has written (a turn streams while it writes)."""
 
     async def marked(message: Message) -> None:
         await send(message)
-        if not only_reads(scope):
-            replicas.note_write(caller, agent_id)
+        replicas.note_write(caller, agent_id)
 
     return marked
+
+
+def _replaying(messages: list[Message], then: Receive) -> Receive:
+    """`then`, once `messages` (a body received already) have been given again."""
+    pending = list(messages)
+
+    async def receive() -> Message:
+        return pending.pop(0) if pending else await then()
+
+    return receive
 
 
 async def _no_body() -> Message:

@@ -86,14 +86,14 @@ def wait_until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-unt
         time.sleep(0.05)
 
 
-def table_scans(standby: Standby, database: str) -> int:
-    """Scans of archival_passages' partitions the standby itself has counted (its statistics reach the view within
-    seconds)."""
+def scans(standby: Standby, database: str, table: str = "archival_passages") -> int:
+    """Scans of `table` (of its partitions, if it has them) the standby itself has counted (its statistics reach the
+    view within seconds)."""
     return int(
         standby.sql(
             database,
             "SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables "
-            "WHERE relname ~ '^archival_passages_p[0-9]+$'",
+            f"WHERE relname ~ '^{table}(_p[0-9]+)?$'",
         )
     )
 
@@ -111,14 +111,14 @@ def test_searches_read_on_the_standby_while_writes_and_turns_stay_on_the_primary
     wait_until(lambda: replica_status(client)["usable"])
     agent_id = new_agent_with_passages(client, "The user's sister lives in Sapporo.", "The user plays the cello.")
     time.sleep(2 * MAX_LAG_SECONDS)  # past read-your-writes: the caller's next reads may go to the standby
-    scans = table_scans(standby, database)
+    scanned = scans(standby, database)
     before = reads(client)
     for _ in range(5):
         found = client.get(f"/v1/agents/{agent_id}/archival", params={"query": "Where does the sister live?"})
         assert found.status_code == 200 and "Sapporo" in found.json()["items"][0]["content"]
     assert client.get(f"/v1/agents/{agent_id}/archival").status_code == 200  # a listing
     assert reads_since(client, before) == {"replica": 6, "primary": 0}
-    wait_until(lambda: table_scans(standby, database) > scans, seconds=20)  # the standby's own count
+    wait_until(lambda: scans(standby, database) > scanned, seconds=20)  # the standby's own count
 
     # A turn writes, and reads its own writes: it never touches the replica (and is no GET).
     llm.reset(
@@ -221,23 +221,48 @@ def test_a_read_its_replica_fails_is_answered_by_the_primary(client: TestClient,
         standby.start()
 
 
-def test_a_recollection_reads_on_the_primary_and_leaves_its_caller_reading_on_the_standby(client: TestClient) -> None:
-    """A POST that only reads runs on the primary (its body could not be sent again, were the standby to fail it) and
-    marks no write: a service recollecting before each of its LLM calls keeps its other reads on the standby."""
+def test_a_recollection_reads_on_the_standby_and_marks_no_write(client: TestClient, standby: Standby, database: str) -> None:
+    """A POST that only reads is a read: on the standby (both of its connections: the passages on one, core memory
+    and earlier messages on the other), and its caller's next read goes there too."""
     agent_id = new_agent_with_passages(client, "The user's brother lives in Fukuoka.")
     time.sleep(2 * MAX_LAG_SECONDS)
+    blocks_read = scans(standby, database, "memory_blocks")
     for _ in range(3):  # as in read_while_current: a loaded machine may delay the standby's checks
         wait_until(lambda: replica_status(client)["usable"])
         before = reads(client)
         recalled = client.post(f"/v1/agents/{agent_id}/recollection", json={"query": "Where does my brother live?"})
         assert recalled.status_code == 200 and "Fukuoka" in recalled.json()["text"]
-        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+        assert "Core memory" in recalled.json()["text"]
+        recollected = reads_since(client, before)
         before = reads(client)
         assert client.get(f"/v1/agents/{agent_id}/archival", params={"query": "brother"}).status_code == 200
-        served = reads_since(client, before)  # at once: within the staleness bound of a write, were one marked
-        if served["primary"] == 0:
+        searched = reads_since(client, before)  # at once: within the staleness bound of a write, were one marked
+        if recollected["primary"] == searched["primary"] == 0:
             break
-    assert served == {"replica": 1, "primary": 0}
+    assert (recollected, searched) == ({"replica": 1, "primary": 0}, {"replica": 1, "primary": 0})
+    wait_until(lambda: scans(standby, database, "memory_blocks") > blocks_read, seconds=20)  # core memory, read there
+
+
+def test_a_recollection_its_replica_fails_is_answered_by_the_primary(client: TestClient, standby: Standby) -> None:
+    """Run again on the primary with the same body: the request's body is kept for it."""
+    agent_id = new_agent_with_passages(client, "The user's brother is a pilot.")
+    time.sleep(2 * MAX_LAG_SECONDS)
+    wait_until(lambda: replica_status(client)["usable"])
+    replicas = runtime(client.app).replicas
+    assert replicas is not None and replicas._task is not None
+    replicas._task.cancel()  # no more checks: only the request itself can find the standby gone
+    standby.stop()
+    for replica in replicas.replicas:
+        replica.checked_at = time.monotonic()
+    try:
+        before = reads(client)
+        body = {"messages": [{"role": "user", "content": "My brother called."}, {"role": "user", "content": "What is his job?"}]}
+        recalled = client.post(f"/v1/agents/{agent_id}/recollection", json=body)
+        assert recalled.status_code == 200, recalled.text
+        assert [m["content"] for m in recalled.json()["memories"]] == ["The user's brother is a pilot."]
+        assert reads_since(client, before) == {"replica": 0, "primary": 1}
+    finally:
+        standby.start()
 
 
 def test_every_kind_of_read_works_on_the_standby(client: TestClient, llm: ScriptedLLM) -> None:
