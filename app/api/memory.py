@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Response
 
-from app.api.deps import AgentDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
+from app.api.deps import AgentDep, AgentIdDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.archival.service import NewPassage
@@ -125,9 +125,9 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
     status_code=201,
     responses={200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"}},
 )
-async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
+async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent.id, [NewPassage(body.content, body.tags, body.occurred_at)])
+    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at)])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -139,7 +139,7 @@ async def add_passage(agent: AgentDep, body: PassageCreate, archival: ArchivalMe
     responses={413: {"model": ErrorBody, "description": "Too large to embed while the client waits: use the import job"}},
 )
 async def add_passages(
-    agent: AgentDep, body: PassageBatchCreate, archival: ArchivalMemoryDep, settings: SettingsDep
+    agent_id: AgentIdDep, body: PassageBatchCreate, archival: ArchivalMemoryDep, settings: SettingsDep
 ) -> PassageBatchRead:
     """Add a small batch of passages at once (up to 500 and ENGRAM_MAX_BATCH_CHARS characters; more is a 413 pointing
     to `POST …/archival/import`, a job with progress); near-duplicates come back as the stored passage with
@@ -149,9 +149,9 @@ async def add_passages(
         raise PayloadTooLarge(
             f"{len(body.items)} passages of {chars} characters are more than a batch embeds while you wait (at most "
             f"{MAX_BATCH_ITEMS} passages and {settings.max_batch_chars} characters): send them as an import job, "
-            f"POST /v1/agents/{agent.id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
+            f"POST /v1/agents/{agent_id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
         )
-    stored = await archival.add(agent.id, [NewPassage(item.content, item.tags, item.occurred_at) for item in body.items])
+    stored = await archival.add(agent_id, [NewPassage(item.content, item.tags, item.occurred_at) for item in body.items])
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 
 
@@ -164,12 +164,12 @@ async def add_passages(
     },
 )
 async def supersede_passage(
-    agent: AgentDep, passage_id: uuid.UUID, body: PassageSupersede, archival: ArchivalMemoryDep, response: Response
+    agent_id: AgentIdDep, passage_id: uuid.UUID, body: PassageSupersede, archival: ArchivalMemoryDep, response: Response
 ) -> PassageRead:
     """Store the fact that replaces a passage, and close the old one: it stays, valid until the new one's
     `occurred_at` and `superseded_by` it, out of default reads but found `as_of` an earlier time (or with
     `include_superseded`). Returns the new passage."""
-    stored = await supersede(archival, agent.id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at)
+    stored = await supersede(archival, agent_id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at)
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)

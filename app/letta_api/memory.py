@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from app.api.deps import ArchivalMemoryDep, CoreMemoryDep
 from app.api.errors import ERROR_RESPONSES
-from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, letta_id
+from app.letta_api.common import LettaAgentDep, LettaAgentIdDep, UnsupportedInput, engram_id, letta_id
 from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, cut, letta_page, ordered, walk
 from app.letta_api.schemas import (
     LettaBlock,
@@ -72,10 +72,10 @@ async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBloc
 
 
 @router.post("/archival-memory")
-async def create_passage(agent: LettaAgentDep, body: LettaPassageCreate, archival: ArchivalMemoryDep) -> list[LettaPassage]:
+async def create_passage(agent_id: LettaAgentIdDep, body: LettaPassageCreate, archival: ArchivalMemoryDep) -> list[LettaPassage]:
     """Store a passage (one: Engram does not cut text into chunks). A near-duplicate of a stored passage is not
     stored again: the stored one comes back."""
-    [stored] = await archival.add(agent.id, [NewPassage(body.text, body.tags or [], body.created_at)])
+    [stored] = await archival.add(agent_id, [NewPassage(body.text, body.tags or [], body.created_at)])
     return [LettaPassage.of(stored.passage)]
 
 

@@ -169,8 +169,11 @@ def build_server(
         from a stored one only in punctuation, spacing or case is not stored twice: the stored one comes back with
         `duplicate: true`."""
         caller = caller_of(ctx)
+        async with _agent_scope(caller, agent_id, reads_only=True):  # the agent, checked; no transaction while embedding
+            vectors = await caller.runtime.embedder.embed_passages([content])
         async with _agent_scope(caller, agent_id) as (session, agent):
-            [stored] = await ArchivalMemory(session, caller.runtime.embedder).add(agent.id, [(content, tags or [])])
+            archival = ArchivalMemory(session, caller.runtime.embedder)
+            [stored] = await archival.add(agent.id, [(content, tags or [])], vectors=vectors)
             return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
     @server.tool(annotations=READ_ONLY)

@@ -1,5 +1,6 @@
 """A request that only reads holds no transaction open: its statements commit by themselves (AUTOCOMMIT), so a
-search waiting for its query's embedding leaves no backend 'idle in transaction' (and spares BEGIN and COMMIT)."""
+search waiting for its query's embedding leaves no backend 'idle in transaction' (and spares BEGIN and COMMIT). A
+request that stores a passage opens its transaction once the passage is embedded."""
 
 import asyncio
 import threading
@@ -107,6 +108,63 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
 
         asyncio.run(search_with_each_tool())
     assert held == {"search_archival_memory": 0, "search_conversation_history": 0, "recall_context": 0}
+
+
+class SlowPassages(SlowQueries):
+    """The test embedder, taking its time over passages."""
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.asked.set()
+        await asyncio.sleep(EMBEDDING_SECONDS)
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self.inner.embed_query(text)
+
+
+def test_storing_a_passage_holds_no_transaction_while_it_is_embedded(settings: Settings, embedder: Embedder) -> None:
+    # Nor a lock: superseding a passage locks the old one only once the new one's vector is ready.
+    slow = SlowPassages(embedder)
+    held: dict[str, int] = {}
+    assert settings.database_url
+    with checked_client(create_app(settings, embedder=slow)) as client:
+        agent = client.post("/v1/agents", json={"name": f"writer {uuid.uuid4().hex[:8]}"}).json()
+        base = f"/v1/agents/{agent['id']}/archival"
+        slow.asked.clear()
+        stored = client.post(base, json={"content": "The user's sister lives in Osaka."}).json()
+        writes = {
+            "POST …/archival": lambda: client.post(base, json={"content": "The user's brother lives in Kobe."}),
+            "POST …/archival/batch": lambda: client.post(f"{base}/batch", json={"items": [{"content": "A cat, Tama."}]}),
+            "POST …/supersede": lambda: client.post(
+                f"{base}/{stored['id']}/supersede", json={"content": "The user's sister lives in Nagoya."}
+            ),
+            "Letta's create passage": lambda: client.post(
+                f"/letta/v1/agents/agent-{agent['id']}/archival-memory", json={"text": "The user likes natto."}
+            ),
+        }
+
+        async def insert_over_mcp() -> None:
+            async with over_http(client) as session:
+                assert await use(session, "insert_archival_memory", agent_id=agent["id"], content="The user plays go.")
+
+        writes["MCP insert_archival_memory"] = lambda: asyncio.run(insert_over_mcp())
+        for name, write in writes.items():
+            slow.asked.clear()
+            writing = threading.Thread(target=write)
+            writing.start()
+            assert slow.asked.wait(timeout=10), name  # the agent is looked up; the passage is being embedded
+            held[name] = asyncio.run(_idle_in_transaction(settings.database_url))
+            writing.join(timeout=30)
+        passages = client.get(base, params={"include_superseded": "true"}).json()["items"]
+    assert held == dict.fromkeys(writes, 0)
+    assert {p["content"] for p in passages} == {  # each write landed (the superseded passage stays, closed)
+        "The user's sister lives in Osaka.",
+        "The user's brother lives in Kobe.",
+        "A cat, Tama.",
+        "The user's sister lives in Nagoya.",
+        "The user likes natto.",
+        "The user plays go.",
+    }
 
 
 def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
