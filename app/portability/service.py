@@ -126,7 +126,11 @@ async def import_document(
     and a second one of the same name would make both unreachable that way."""
     source = document.agent
     name = name or source.name
-    if await name_taken(session, tenant_id, name):
+    # Checked in a short session of its own, and the file embedded, before the caller's transaction opens: none waits
+    # on the embedder. (An import of the same name meanwhile meets the unique index: a 409 all the same.)
+    async with AsyncSession(session.bind) as probe:
+        taken = await name_taken(probe, tenant_id, name)
+    if taken:
         raise Conflict(f"an agent named {name!r} exists: import under another name with ?name=… (engram import --name …)")
     passage_vectors, message_vectors, embedded = await _vectors(document, embedder)
     rows = PortabilityRepository(session)

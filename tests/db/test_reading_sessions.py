@@ -1,6 +1,6 @@
 """A request that only reads holds no transaction open: its statements commit by themselves (AUTOCOMMIT), so a
 search waiting for its query's embedding leaves no backend 'idle in transaction' (and spares BEGIN and COMMIT). A
-request that stores a passage opens its transaction once the passage is embedded."""
+request that stores passages (one, a batch, an imported agent's) opens its transaction once they are embedded."""
 
 import asyncio
 import threading
@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 import asyncpg
+import httpx
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -132,31 +133,44 @@ def test_storing_a_passage_holds_no_transaction_while_it_is_embedded(settings: S
         base = f"/v1/agents/{agent['id']}/archival"
         slow.asked.clear()
         stored = client.post(base, json={"content": "The user's sister lives in Osaka."}).json()
+        exported = client.get(f"/v1/agents/{agent['id']}/export", params={"embeddings": "false"}).json()
+
+        def created(response: httpx.Response) -> bool:
+            return response.status_code == 201
+
+        async def insert_over_mcp() -> bool:
+            async with over_http(client) as session:
+                inserted = await use(session, "insert_archival_memory", agent_id=agent["id"], content="The user plays go.")
+                return not inserted["duplicate"]
+
         writes = {
-            "POST …/archival": lambda: client.post(base, json={"content": "The user's brother lives in Kobe."}),
-            "POST …/archival/batch": lambda: client.post(f"{base}/batch", json={"items": [{"content": "A cat, Tama."}]}),
-            "POST …/supersede": lambda: client.post(
-                f"{base}/{stored['id']}/supersede", json={"content": "The user's sister lives in Nagoya."}
+            "POST …/archival": lambda: created(client.post(base, json={"content": "The user's brother lives in Kobe."})),
+            "POST …/archival/batch": lambda: created(client.post(f"{base}/batch", json={"items": [{"content": "A cat, Tama."}]})),
+            "POST …/supersede": lambda: created(
+                client.post(f"{base}/{stored['id']}/supersede", json={"content": "The user's sister lives in Nagoya."})
             ),
-            "Letta's create passage": lambda: client.post(
-                f"/letta/v1/agents/agent-{agent['id']}/archival-memory", json={"text": "The user likes natto."}
+            "Letta's create passage": lambda: (
+                client.post(
+                    f"/letta/v1/agents/agent-{agent['id']}/archival-memory", json={"text": "The user likes natto."}
+                ).status_code
+                == 200
+            ),
+            "MCP insert_archival_memory": lambda: asyncio.run(insert_over_mcp()),
+            "POST /v1/agents/import": lambda: created(  # a copy of the agent: its passage embedded again
+                client.post("/v1/agents/import", json=exported, params={"name": f"copy {uuid.uuid4().hex[:8]}"})
             ),
         }
-
-        async def insert_over_mcp() -> None:
-            async with over_http(client) as session:
-                assert await use(session, "insert_archival_memory", agent_id=agent["id"], content="The user plays go.")
-
-        writes["MCP insert_archival_memory"] = lambda: asyncio.run(insert_over_mcp())
+        landed: dict[str, bool] = {}
         for name, write in writes.items():
             slow.asked.clear()
-            writing = threading.Thread(target=write)
+            writing = threading.Thread(target=lambda name=name, write=write: landed.update({name: write()}))
             writing.start()
             assert slow.asked.wait(timeout=10), name  # the agent is looked up; the passage is being embedded
             held[name] = asyncio.run(_idle_in_transaction(settings.database_url))
             writing.join(timeout=30)
         passages = client.get(base, params={"include_superseded": "true"}).json()["items"]
     assert held == dict.fromkeys(writes, 0)
+    assert landed == dict.fromkeys(writes, True)
     assert {p["content"] for p in passages} == {  # each write landed (the superseded passage stays, closed)
         "The user's sister lives in Osaka.",
         "The user's brother lives in Kobe.",
