@@ -5,10 +5,11 @@ request that stores passages (one, a batch, an imported agent's) opens its trans
 import asyncio
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import asyncpg
-import httpx
+import httpx2
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -21,6 +22,7 @@ from tests.support.mcp import over_http, use
 from tests.support.service import checked_client
 
 EMBEDDING_SECONDS = 0.6
+T = TypeVar("T")
 
 
 class SlowQueries:
@@ -49,21 +51,28 @@ async def _idle_in_transaction(database_url: str) -> int:
         await connection.close()
 
 
+def held_while_embedding(slow: SlowQueries, database_url: str | None, request: Callable[[], T]) -> tuple[int, T]:
+    """How many backends sit 'idle in transaction' while `request` (run in a thread) waits on the slow embedder, and
+    what it returned."""
+    assert database_url
+    slow.asked.clear()
+    answers: list[T] = []
+    asking = threading.Thread(target=lambda: answers.append(request()))
+    asking.start()
+    assert slow.asked.wait(timeout=10)  # the agent is looked up; the text is being embedded
+    held = asyncio.run(_idle_in_transaction(database_url))
+    asking.join(timeout=30)
+    return held, answers[0]
+
+
 def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
     slow = SlowQueries(embedder)
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}/archival"
         assert client.post(base, json={"content": "The user's sister lives in Osaka."}).status_code == 201
-        answers: list[int] = []
-        search = threading.Thread(target=lambda: answers.append(client.get(base, params={"query": "sister?"}).status_code))
-        search.start()
-        assert slow.asked.wait(timeout=10)  # the agent is looked up; the query is being embedded
-        assert settings.database_url
-        held = asyncio.run(_idle_in_transaction(settings.database_url))
-        search.join(timeout=30)
-    assert answers == [200]
-    assert held == 0
+        searched = held_while_embedding(slow, settings.database_url, lambda: client.get(base, params={"query": "sister?"}))
+    assert (searched[0], searched[1].status_code) == (0, 200)
 
 
 def test_a_recollection_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
@@ -73,19 +82,11 @@ def test_a_recollection_holds_no_transaction_while_its_query_is_embedded(setting
         agent = client.post("/v1/agents", json={"name": f"recaller {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}"
         assert client.post(f"{base}/archival", json={"content": "The user's sister lives in Osaka."}).status_code == 201
-        answers: list[dict] = []
-
-        def recollect() -> None:
-            answers.append(client.post(f"{base}/recollection", json={"query": "Where does my sister live?"}).json())
-
-        recollection = threading.Thread(target=recollect)
-        recollection.start()
-        assert slow.asked.wait(timeout=10)  # the agent is looked up; the query is being embedded
-        assert settings.database_url
-        held = asyncio.run(_idle_in_transaction(settings.database_url))
-        recollection.join(timeout=30)
-    assert [m["content"] for m in answers[0]["memories"]] == ["The user's sister lives in Osaka."]
+        held, recalled = held_while_embedding(
+            slow, settings.database_url, lambda: client.post(f"{base}/recollection", json={"query": "Where does my sister live?"})
+        )
     assert held == 0
+    assert [m["content"] for m in recalled.json()["memories"]] == ["The user's sister lives in Osaka."]
 
 
 def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embedded(
@@ -123,19 +124,17 @@ class SlowPassages(SlowQueries):
         return await self.inner.embed_query(text)
 
 
-def test_storing_a_passage_holds_no_transaction_while_it_is_embedded(settings: Settings, embedder: Embedder) -> None:
+def test_storing_passages_holds_no_transaction_while_they_are_embedded(settings: Settings, embedder: Embedder) -> None:
     # Nor a lock: superseding a passage locks the old one only once the new one's vector is ready.
     slow = SlowPassages(embedder)
     held: dict[str, int] = {}
-    assert settings.database_url
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"writer {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}/archival"
-        slow.asked.clear()
         stored = client.post(base, json={"content": "The user's sister lives in Osaka."}).json()
         exported = client.get(f"/v1/agents/{agent['id']}/export", params={"embeddings": "false"}).json()
 
-        def created(response: httpx.Response) -> bool:
+        def created(response: httpx2.Response) -> bool:
             return response.status_code == 201
 
         async def insert_over_mcp() -> bool:
@@ -162,12 +161,7 @@ def test_storing_a_passage_holds_no_transaction_while_it_is_embedded(settings: S
         }
         landed: dict[str, bool] = {}
         for name, write in writes.items():
-            slow.asked.clear()
-            writing = threading.Thread(target=lambda name=name, write=write: landed.update({name: write()}))
-            writing.start()
-            assert slow.asked.wait(timeout=10), name  # the agent is looked up; the passage is being embedded
-            held[name] = asyncio.run(_idle_in_transaction(settings.database_url))
-            writing.join(timeout=30)
+            held[name], landed[name] = held_while_embedding(slow, settings.database_url, write)
         passages = client.get(base, params={"include_superseded": "true"}).json()["items"]
     assert held == dict.fromkeys(writes, 0)
     assert landed == dict.fromkeys(writes, True)
