@@ -227,7 +227,7 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                         for depth in sorted({recollection_gate.searched_for(budget), recollection_gate.MAX_SEARCHED}):
                             methods[f"(c) ceiling, evidence first of top {depth:>3}"] = ceiling(one, q, hits[:depth], budget)
                         for share in DESIGNS:
-                            per_memory = max(recollection_gate.MIN_MEMORY_CHARS, round(budget * share))
+                            per_memory = recollection_gate.memory_chars(budget, share)
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))

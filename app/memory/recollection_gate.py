@@ -57,9 +57,9 @@ CHARS_PER_SEARCHED = 50
 SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
-def memory_chars(budget: int) -> int:
-    """What one memory may take of `budget`."""
-    return max(MIN_MEMORY_CHARS, round(budget * MEMORY_SHARE))
+def memory_chars(budget: int, share: float = MEMORY_SHARE) -> int:
+    """What one memory may take of `budget` (`share` of it; another share: a design bench/recollection.py weighs)."""
+    return max(MIN_MEMORY_CHARS, round(budget * share))
 
 
 @dataclass(frozen=True)  # what is shown of it is worked out once (`cached_property`); a changed hit is a new one
