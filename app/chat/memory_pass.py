@@ -28,7 +28,7 @@ from app.chat.events import ErrorEvent, Reasoning, StopReason, TurnStarted
 from app.chat.locks import AgentLocks, pass_lock_key
 from app.chat.models import Turn
 from app.chat.repository import TurnRepository
-from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
+from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, embedded_first, run_calls
 from app.db import transaction
 from app.detached import DetachedTasks
 from app.errors import LLMError, ServiceUnavailable
@@ -173,10 +173,11 @@ class MemoryPasses:
                 state.emit(Reasoning, step=step, text=monologue)
             if not calls:
                 return "end_turn", monologue, through, more
+            embedder = await embedded_first(self.embedder, tools.MEMORY_PASS_TOOLS, calls)
             async with state.committing(self.sessions) as session:
                 ctx = tools.ToolContext(
                     session=session,
-                    embedder=self.embedder,
+                    embedder=embedder,
                     agent_id=state.agent_id,
                     turn_id=state.turn_id,
                     context_start_seq=agent.context_start_seq,

@@ -30,7 +30,7 @@ from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.reply_deltas import ReplyDeltas
 from app.chat.repository import TurnRepository
-from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, run_calls
+from app.chat.turn_state import TurnResult, TurnServices, TurnState, calls_of, embedded_first, run_calls
 from app.db import violates_foreign_key
 from app.errors import LLMError, NotFound, ServiceUnavailable, Unprocessable
 from app.llm.embeddings import EmbeddingError
@@ -266,12 +266,13 @@ class TurnRunner:
         recall_text = assistant.recall_text()
         assistant.search_text = lexical.search_text(recall_text)
         sent = False
+        embedder = await embedded_first(self.embedder, tools.CHAT_TOOLS, calls)
         async with state.committing(self.sessions) as session:
             messages = RecallMemory(session)
             await messages.add(assistant)
             ctx = tools.ToolContext(
                 session=session,
-                embedder=self.embedder,
+                embedder=embedder,
                 agent_id=state.agent_id,
                 turn_id=state.turn_id,
                 context_start_seq=context_start_seq,

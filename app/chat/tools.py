@@ -185,12 +185,21 @@ async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str
     return f"{len(page)} earlier messages (page {args.page}):\n" + "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Embeds:
+    """The texts a call embeds, as passages and as queries: the step embeds them before its transaction opens."""
+
+    passages: tuple[str, ...] = ()
+    queries: tuple[str, ...] = ()
+
+
 @dataclass
 class Tool:
     name: str
     description: str
     args: type[BaseModel]
     run: Callable[[ToolContext, Any], Awaitable[str]]
+    embeds: Callable[[Any], Embeds] = lambda _: Embeds()
 
     def schema(self) -> dict[str, Any]:
         params = self.args.model_json_schema()
@@ -223,6 +232,7 @@ TOOLS: dict[str, Tool] = {
             "Save a fact, preference, event or detail to unlimited long-term archival memory.",
             ArchivalMemoryCreate,
             archival_memory_create,
+            lambda args: Embeds(passages=(args.content,), queries=(args.content,)),  # and `related`'s query
         ),
         Tool(
             "archival_memory_supersede",
@@ -230,18 +240,21 @@ TOOLS: dict[str, Tool] = {
             "current fact. The old one is kept as history, no longer current.",
             ArchivalMemorySupersede,
             archival_memory_supersede,
+            lambda args: Embeds(passages=(args.content,)),
         ),
         Tool(
             "archival_memory_search",
             "Search archival memory (meaning and keywords). Use it before answering about anything the user told you before.",
             ArchivalMemorySearch,
             archival_memory_search,
+            lambda args: Embeds(queries=(args.query,)),
         ),
         Tool(
             "conversation_search",
             "Search earlier conversation messages that are no longer in your context.",
             ConversationSearch,
             conversation_search,
+            lambda args: Embeds(queries=(args.query,)),
         ),
     ]
 }

@@ -20,8 +20,10 @@ from app.db import transaction
 from app.errors import LLMError
 from app.llm.chat import ChatModel, decode_arguments
 from app.llm.embeddings import Embedder
+from app.llm.embeddings.prepared import prepare
 from app.llm.parsing import parse_text_tool_calls
 from app.llm.types import Completion, ToolCall
+from app.memory.cohort_baseline import centroid
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -165,6 +167,26 @@ def calls_of(completion: Completion, toolset: tools.Toolset) -> tuple[list[ToolC
         for c in parsed
     ]
     return calls, completion.reasoning.strip()
+
+
+async def embedded_first(embedder: Embedder, toolset: tools.Toolset, calls: Sequence[ToolCall]) -> Embedder:
+    """`embedder`, holding the vectors that `calls` (valid ones, of `toolset`) will ask for, computed now: before the
+    step's transaction opens, so that it waits on no embedder."""
+    passages: list[str] = []
+    queries: list[str] = []
+    for call in calls:
+        tool = toolset.tools.get(call.name)
+        if tool is None:
+            continue
+        try:
+            embeds = tool.embeds(tool.args.model_validate(decode_arguments(call.arguments)))
+        except ValueError:  # invalid arguments (ValidationError is one): the call fails without embedding
+            continue
+        passages += embeds.passages
+        queries += embeds.queries
+    if passages:  # a stored passage is compared with the related ones by their margin over the baseline
+        await centroid(embedder)
+    return await prepare(embedder, passages, queries)
 
 
 async def run_calls(

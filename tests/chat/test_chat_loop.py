@@ -4,6 +4,7 @@ import functools
 import json
 import time
 import uuid
+from collections.abc import Sequence
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 from app.api.errors import TurnErrorBody
 from app.chat.schemas import ChatResponse
 from app.errors import NotFound
+from app.llm.embeddings import Embedder, EmbeddingError
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
@@ -341,3 +343,46 @@ def test_an_agent_deleted_after_the_route_checked_it_is_a_404_before_the_llm_is_
         client.portal.call(functools.partial(runner.run, uuid.UUID(agent["id"]), "hello"))  # type: ignore[union-attr]
     assert llm.requests == []
     assert run_sql(database_url, "SELECT count(*) FROM turns WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}) == [(0,)]
+
+
+class RefusingText:
+    """The test embedder, its endpoint down for one text (each time it is asked, counted)."""
+
+    def __init__(self, embedder: Embedder, text: str) -> None:
+        self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
+        self.text, self.asked = text, 0
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self._refuse(texts)
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        self._refuse([text])
+        return await self.inner.embed_query(text)
+
+    def _refuse(self, texts: Sequence[str]) -> None:
+        if self.text in texts:
+            self.asked += 1
+            raise EmbeddingError("the embedding endpoint is unreachable")
+
+
+def test_a_tool_whose_text_cannot_be_embedded_fails_alone(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
+    # The step embeds its calls' texts before its transaction opens; the call whose text failed reports the failure
+    # where it runs, without asking the embedder again, and the step's other calls land.
+    down = RefusingText(embedder, "The user's cat is called Tama.")
+    with checked_client(create_app(settings, embedder=down)) as client:
+        agent = client.post("/v1/agents", json={"name": f"embedder down {uuid.uuid4().hex[:8]}"}).json()
+        llm.reset(
+            tools(
+                call("archival_memory_create", content="The user's cat is called Tama."),
+                call("core_memory_append", label="human", content="Has a cat."),
+            ),
+            lambda request: tools(call("send_message", text=last_tool_result(request))),
+        )
+        turn = chat(client, agent, "My cat is called Tama.")
+        passages = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
+        human = block_value(client, agent, "human")
+    stored, appended = tool_results(turn)[:2]
+    assert (stored["ok"], stored["result"]) == (False, "Error: the embedding endpoint is unreachable")
+    assert appended["ok"] and "Has a cat." in human
+    assert (down.asked, passages, turn["stop_reason"]) == (1, [], "end_turn")

@@ -13,7 +13,7 @@ from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, held, last_tool_result, slow, text, tools
-from tests.support.chat import block_value, chat
+from tests.support.chat import block_value, chat, finished_pass
 from tests.support.portability import settled_export
 from tests.support.service import at, checked_client, forget_agents_named, scripted_settings, tenant_with_key
 
@@ -27,17 +27,6 @@ MOVE = [
 
 def messages_url(agent: dict) -> str:
     return f"/v1/agents/{agent['id']}/messages"
-
-
-def finished_pass(client: TestClient, agent: dict, pass_id: str, within: float = 20.0) -> dict[str, Any]:
-    """The pass once it has ended (its stored turn, as GET …/turns/{id} replays it)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        turn = client.get(f"/v1/agents/{agent['id']}/turns/{pass_id}").json()
-        if turn["status"] != "running":
-            return turn
-        time.sleep(0.05)
-    raise AssertionError(f"the memory pass {pass_id} did not end within {within}s: {turn}")
 
 
 def test_a_conversation_handed_in_is_recall_memory_only(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

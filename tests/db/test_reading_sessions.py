@@ -1,6 +1,7 @@
 """A request that only reads holds no transaction open: its statements commit by themselves (AUTOCOMMIT), so a
 search waiting for its query's embedding leaves no backend 'idle in transaction' (and spares BEGIN and COMMIT). A
-request that stores passages (one, a batch, an imported agent's) opens its transaction once they are embedded."""
+request that stores passages (one, a batch, an imported agent's) opens its transaction once they are embedded, as
+does a step of a turn or a memory pass whose tools store or search."""
 
 import asyncio
 import threading
@@ -16,8 +17,8 @@ from sqlalchemy.engine import Engine
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
-from testkit.scripted_llm import ScriptedLLM, call, tools
-from tests.support.chat import block_value, chat
+from testkit.scripted_llm import ScriptedLLM, call, text, tools
+from tests.support.chat import block_value, chat, finished_pass
 from tests.support.mcp import over_http, use
 from tests.support.service import checked_client
 
@@ -42,11 +43,14 @@ class SlowQueries:
 
 
 async def _idle_in_transaction(database_url: str) -> int:
+    """The transactions that sit idle throughout a look of 0.2 s (within the embedder's 0.6 s): a short one of the
+    service's background work, seen between two statements, is not one held open while the embedder works."""
     connection = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    idle = "SELECT pid, xact_start FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
     try:
-        return await connection.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
-        )
+        first = {tuple(row) for row in await connection.fetch(idle)}
+        await asyncio.sleep(0.2)
+        return len(first & {tuple(row) for row in await connection.fetch(idle)})
     finally:
         await connection.close()
 
@@ -197,3 +201,66 @@ def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings
     assert "Lives in Osaka." in human  # the step's write landed
     # the context's read of the blocks, then the tool's read of the block it changes, in the step's transaction
     assert block_reads == ["AUTOCOMMIT", None]
+
+
+class SlowOver(SlowQueries):
+    """The test embedder, taking its time over given texts, as passages or as queries (a tool's arguments, not the
+    turn's messages, whose vectors are computed meanwhile)."""
+
+    def __init__(self, embedder: Embedder, texts: set[str]) -> None:
+        super().__init__(embedder)
+        self.texts = texts
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.texts.intersection(texts):
+            await self._take_time()
+        return await self.inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        if text in self.texts:
+            await self._take_time()
+        return await self.inner.embed_query(text)
+
+    async def _take_time(self) -> None:
+        self.asked.set()
+        await asyncio.sleep(EMBEDDING_SECONDS)
+
+
+def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embed(
+    settings: Settings, embedder: Embedder, llm: ScriptedLLM
+) -> None:
+    # A step's calls run in one transaction (the step's messages and its writes land together); the texts they embed
+    # are embedded before it opens. Storing a passage also asks for its query vector (to list related memories).
+    created, superseding, passed = "The user's cat Tama is three.", "The user's cat is called Tama.", "The user rides a bike."
+    searches = {"archival_memory_search": "the cat's name", "conversation_search": "what the cat is called"}
+    slow = SlowOver(embedder, {created, superseding, passed, *searches.values()})
+    held: dict[str, int] = {}
+    with checked_client(create_app(settings, embedder=slow)) as client:
+        agent = client.post("/v1/agents", json={"name": f"tool user {uuid.uuid4().hex[:8]}"}).json()
+        base = f"/v1/agents/{agent['id']}"
+        old = client.post(f"{base}/archival", json={"content": "The user's cat is called Mike."}).json()
+        steps = {
+            "archival_memory_create": call("archival_memory_create", content=created),
+            "archival_memory_supersede": call("archival_memory_supersede", passage_id=old["id"], content=superseding),
+            **{name: call(name, query=query) for name, query in searches.items()},
+        }
+        results = {}
+        for name, step in steps.items():
+            llm.reset(tools(step, call("send_message", text="ok")))
+            held[name], turn = held_while_embedding(slow, settings.database_url, lambda: chat(client, agent, "About my cat."))
+            results[name] = next(e for e in turn["events"] if e["type"] == "tool_result")
+        handed = client.post(f"{base}/messages", json={"messages": [{"role": "user", "content": "I cycle to work."}]})
+        assert handed.status_code == 201, handed.text
+        # the pass's step stores a first fact (its transaction begins) before the one embedded slowly
+        first = call("archival_memory_create", content="The user cycles to work.")
+        llm.reset(tools(first, call("archival_memory_create", content=passed)), text("stored"))
+        held["memory pass"], started = held_while_embedding(
+            slow, settings.database_url, lambda: client.post(f"{base}/memory-pass")
+        )
+        memory_pass = finished_pass(client, agent, started.json()["pass_id"])
+        passages = client.get(f"{base}/archival").json()["items"]
+    assert held == dict.fromkeys([*steps, "memory pass"], 0)
+    assert all(r["ok"] for r in results.values()), results
+    assert "Tama" in results["archival_memory_search"]["result"]
+    assert memory_pass["status"] == "completed"
+    assert {p["content"] for p in passages} == {created, superseding, "The user cycles to work.", passed}

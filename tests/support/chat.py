@@ -53,3 +53,14 @@ def wait_for_message_vectors(database_url: str, agent: dict, timeout: float = 60
     while run_sql(database_url, pending, {"a": agent["id"]})[0][0]:
         assert time.monotonic() < deadline, "message vectors still missing"
         time.sleep(0.05)
+
+
+def finished_pass(client: TestClient, agent: dict, pass_id: str, within: float = 20.0) -> dict[str, Any]:
+    """The pass once it has ended (its stored turn, as GET …/turns/{id} replays it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        turn = client.get(f"/v1/agents/{agent['id']}/turns/{pass_id}").json()
+        if turn["status"] != "running":
+            return turn
+        time.sleep(0.05)
+    raise AssertionError(f"the memory pass {pass_id} did not end within {within}s: {turn}")
