@@ -23,7 +23,7 @@ from app.llm.embeddings import Embedder
 from app.llm.embeddings.prepared import prepare
 from app.llm.parsing import parse_text_tool_calls
 from app.llm.types import Completion, ToolCall
-from app.memory.cohort_baseline import centroid
+from app.memory.cohort_baseline import embed_cohorts
 from app.models_base import utcnow
 from app.settings import Settings
 
@@ -185,7 +185,7 @@ async def embedded_first(embedder: Embedder, toolset: tools.Toolset, calls: Sequ
         passages += embeds.passages
         queries += embeds.queries
     if passages:  # a stored passage is compared with the related ones by their margin over the baseline
-        await centroid(embedder)
+        await embed_cohorts(embedder)
     return await prepare(embedder, passages, queries)
 
 

@@ -8,11 +8,15 @@
 - Personal: how much more the query is like questions about the asker's own life ("When is my appointment?") than
   like questions of general knowledge ("Who invented the telephone?"), its mean cosine to each cohort (as queries).
   Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection.py).
+- Scale: what the model's cosine differences are multiplied by to read on multilingual-e5-small's scale, on which
+  every threshold on them was chosen: e5's room between unrelated texts' cosine and an identical text's over the
+  model's own.
   The cohorts share no topic with the evaluation sets' unrelated questions."""
 
 import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -96,11 +100,34 @@ GENERAL_QUESTIONS = (
     "円の面積の求め方は？",
 )
 
+# The thresholds on margins (recollection's gate, related memories) were chosen with multilingual-e5-small, whose
+# general questions sit at a mean cosine of 0.727 to the generic passages: 0.273 of room below an identical text.
+# Models spread their cosines differently (wordllama's static vectors put the same pairs at 0.155, and OpenAI's
+# models put unrelated texts low too), so a fixed margin would let nearly everything through (wordllama on LoCoMo:
+# 84 of 90 off-topic messages against e5's 16) or nothing. A model's margins are read on e5's scale: multiplied by
+# REFERENCE_ROOM over the model's own room. Of the cohort statistics tried (the room, the spread of the unrelated
+# cosines, per query and overall), the room alone kept e5's evidence at the same threshold (0.926, bench/ARCHIVE.md).
+REFERENCE_ROOM = 0.272663  # e5's (1 - 0.727337), so that e5's margins are read as they are
+
 _centroids: dict[tuple[str, int], np.ndarray] = {}
-_personal: dict[tuple[str, int], np.ndarray] = {}  # the personal cohort's mean less the general cohort's
+_personal_means: dict[tuple[str, int], np.ndarray] = {}
+_general_means: dict[tuple[str, int], np.ndarray] = {}
 # A lock per event loop: an asyncio.Lock is bound to the first loop that contends for it, and one process may run
 # services on several loops in turn (tests, the CLI).
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A query's baselines, on the reference model's scale."""
+
+    similarity: float  # its mean cosine to the generic passages
+    scale: float  # what this model's cosine differences are multiplied by to read on the reference model's scale
+    personal: float  # how much more it is like a question about the asker's own life than one of general knowledge
+
+    def margin(self, similarity: float) -> float:
+        """How far a cosine stands above the query's baseline, on the reference scale."""
+        return (similarity - self.similarity) * self.scale
 
 
 async def _once(
@@ -129,24 +156,28 @@ async def centroid(embedder: Embedder) -> np.ndarray:
     return await _once(_centroids, embedder, compute)
 
 
-async def personal_direction(embedder: Embedder) -> np.ndarray:
-    """The personal questions' mean embedding less the general ones', once per embedder model."""
-
+async def _question_mean(store: dict[tuple[str, int], np.ndarray], embedder: Embedder, questions: tuple[str, ...]) -> np.ndarray:
     async def compute() -> np.ndarray:
-        personal = [await embedder.embed_query(q) for q in PERSONAL_QUESTIONS]
-        general = [await embedder.embed_query(q) for q in GENERAL_QUESTIONS]
-        direction: np.ndarray = _mean(personal) - _mean(general)
-        return direction
+        return _mean([await embedder.embed_query(q) for q in questions])
 
-    return await _once(_personal, embedder, compute)
+    return await _once(store, embedder, compute)
 
 
-async def personal(embedder: Embedder, query_vector: list[float]) -> float:
-    """How much more the query is like a question about the asker's own life than one of general knowledge (its mean
-    cosine to the first cohort less its mean cosine to the second)."""
-    return float(np.dot(await personal_direction(embedder), np.asarray(query_vector, dtype=np.float32)))
+async def embed_cohorts(embedder: Embedder) -> None:
+    """Embed the cohorts (once per embedder model): `baseline` then asks nothing of the embedder."""
+    await centroid(embedder)
+    await _question_mean(_personal_means, embedder, PERSONAL_QUESTIONS)
+    await _question_mean(_general_means, embedder, GENERAL_QUESTIONS)
 
 
-async def baseline(embedder: Embedder, query_vector: list[float]) -> float:
-    """The query's similarity to generic text (its mean cosine to the generic passages)."""
-    return float(np.dot(await centroid(embedder), np.asarray(query_vector, dtype=np.float32)))
+async def baseline(embedder: Embedder, query_vector: list[float]) -> Baseline:
+    """The query's baselines: its mean cosine to the generic passages; how much more it is like the personal
+    questions than the general ones (its mean cosine to the first cohort less its mean cosine to the second), on the
+    reference scale; and that scale, from the room between the general questions' mean cosine to the generic
+    passages and an identical text's."""
+    centre = await centroid(embedder)
+    personal = await _question_mean(_personal_means, embedder, PERSONAL_QUESTIONS)
+    general = await _question_mean(_general_means, embedder, GENERAL_QUESTIONS)
+    scale = REFERENCE_ROOM / (1.0 - float(np.dot(general, centre)))
+    query = np.asarray(query_vector, dtype=np.float32)
+    return Baseline(float(np.dot(centre, query)), scale, float(np.dot(personal - general, query)) * scale)

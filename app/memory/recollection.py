@@ -17,7 +17,7 @@ from app.db import reading
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory
 from app.memory.archival.validity import CURRENT, Validity
-from app.memory.cohort_baseline import baseline, centroid, personal, personal_direction
+from app.memory.cohort_baseline import baseline, embed_cohorts
 from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage, MemoryBlock, Message
 from app.memory.prompt_text import core_section, memories_section
@@ -65,11 +65,10 @@ class Recalled:
 
 
 async def ready(embedder: Embedder) -> None:
-    """What recollection asks of the embedder besides the query's vector: the baseline's generic passages, embedded
+    """What recollection asks of the embedder besides the query's vector: the baseline's cohorts of fixed texts, embedded
     once per process. A turn asks for it with the query, before it reads its context: an embedder failing there
     costs the turn its recollections, not the turn, and no transaction waits on the embedder."""
-    await centroid(embedder)
-    await personal_direction(embedder)
+    await embed_cohorts(embedder)
 
 
 class Recollector:
@@ -113,10 +112,10 @@ class Recollector:
         """The hits (`hits`) and the core-memory section (None unless `include_core`)."""
         query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
-        bar = PERSONAL_MIN_MARGIN if await personal(self.embedder, embedding) >= PERSONAL else MIN_MARGIN
+        bar = PERSONAL_MIN_MARGIN if base.personal >= PERSONAL else MIN_MARGIN
 
         def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
-            margin, covered = hit.similarity - base, coverage(query_tokens, row.search_text or "")
+            margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
             speaker = row.role if isinstance(row, Message) else None
             return Recollection(
                 kind,

@@ -10,7 +10,7 @@ from app.memory.cohort_baseline import baseline
 from app.memory.models import ArchivalPassage
 
 # A stored passage is "possibly about the same thing" as a new one when the new text, embedded as a query, is this
-# much closer to it than to generic text (the margin over the baseline of app/memory/background.py, as automatic
+# much closer to it than to generic text (the margin over the baseline of app/memory/cohort_baseline.py, as automatic
 # recollection gates on). Chosen with bench/related_passages.py on multilingual-e5-small: 16 newer facts (9
 # English, 5 Japanese, 2 across the languages) against the older fact each replaces and every other fact of the
 # same user. Raw cosine cannot separate them (same-topic pairs 0.802-0.957, other-topic pairs up to 0.869). At a
@@ -61,4 +61,4 @@ async def related(archival: ArchivalMemory, agent_id: uuid.UUID, passage: Archiv
     vector = await archival.embedder.embed_query(passage.content)
     base = await baseline(archival.embedder, vector)
     near = await archival.passages.closest(agent_id, vector, k=RELATED_MAX, exclude=[passage.id])
-    return [p for p, similarity in near if similarity - base >= RELATED_MIN_MARGIN]
+    return [p for p, similarity in near if base.margin(similarity) >= RELATED_MIN_MARGIN]

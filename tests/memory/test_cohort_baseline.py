@@ -1,10 +1,18 @@
-"""The baseline's centroid (app/memory/cohort_baseline.py): embedded once per embedder model, whichever event loop asks."""
+"""The baseline's centroid (app/memory/cohort_baseline.py): embedded once per embedder model, whichever event loop asks;
+margins over it read on the model's own scale."""
 
 import asyncio
+import math
 import uuid
 from collections.abc import Sequence
 
+from app import db
+from app.llm.embeddings import Embedder
+from app.main import create_app
 from app.memory import cohort_baseline
+from testkit.scripted_llm import ScriptedLLM
+from tests.support.database import create_database
+from tests.support.service import checked_client, scripted_settings
 
 
 class SlowEmbedder:
@@ -38,3 +46,47 @@ def test_the_centroid_is_embedded_once_per_model_in_every_event_loop() -> None:
         embedder = SlowEmbedder()
         asyncio.run(contend(embedder))
         assert embedder.calls == 1
+
+
+class Compressed:
+    """e5 with every cosine moved halfway to 1 (cos' = (1 + cos) / 2: e5's vector and a constant component, in equal
+    parts): a model whose texts all sit closer together, as models differ in how they spread their cosines."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.inner, self.model, self.dim, self.symmetric = embedder, "e5-compressed", embedder.dim + 1, embedder.symmetric
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._compressed(v) for v in await self.inner.embed_passages(texts)]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self._compressed(await self.inner.embed_query(text))
+
+    @staticmethod
+    def _compressed(vector: list[float]) -> list[float]:
+        return [x * math.sqrt(0.5) for x in vector] + [math.sqrt(0.5)]
+
+
+def test_the_gate_reads_margins_on_the_models_own_scale(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
+    # Its margins are half e5's, and so is the room between its unrelated texts' cosine and an identical text's: on
+    # that scale the gate lets in what it lets in with e5, and keeps out what it keeps out.
+    compressed = Compressed(embedder)
+    recalled: dict[str, dict[str, list[str]]] = {}
+    for model in (embedder, compressed):  # a database holds one model's vectors: each gets its own
+        url = create_database(postgres_server, f"engram_scale_{uuid.uuid4().hex[:8]}")
+        db.run_migrations(url, model.dim)
+        with checked_client(create_app(scripted_settings(url, llm), embedder=model)) as client:
+            agent = client.post("/v1/agents", json={"name": f"scale {uuid.uuid4().hex[:8]}"}).json()
+            facts = [{"content": "The user's sister lives in Osaka."}, {"content": "The user plays the cello on Sundays."}]
+            assert client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": facts}).status_code == 201
+            recalled[model.model] = {
+                question: [
+                    m["content"]
+                    for m in client.post(
+                        f"/v1/agents/{agent['id']}/recollection", json={"query": question, "include_core": False}
+                    ).json()["memories"]
+                ]
+                for question in ("Which city is my sister in?", "What is the capital of Australia?")
+            }
+    assert recalled[embedder.model]["Which city is my sister in?"][0] == "The user's sister lives in Osaka."
+    assert recalled[embedder.model]["What is the capital of Australia?"] == []
+    assert recalled["e5-compressed"] == recalled[embedder.model]
