@@ -1,11 +1,11 @@
-"""Calibration of RELATED_MIN_MARGIN (app/memory/related.py): which stored passages `archival_memory_create` shows
+"""Calibration of RELATED_MIN_MARGIN (app/memory/timeline.py): which stored passages `archival_memory_create` shows
 the model as "possibly about the same thing", so that it can supersede one.
 
 Pairs of an older fact and the newer one that replaces it (English, Japanese, and across the two), and every other
 pairing of a newer fact with an older one as the different-topic pairs (facts about the same user, so a close
 negative: "lives in Tokyo" against "favourite food is ramen"). For each pair: the raw cosine of the two passage
 vectors, and the margin over the new passage's baseline (its cosine to the centroid of generic text, as automatic
-recollection uses: app/memory/background.py). Prints both distributions and how many of each a threshold keeps:
+recollection uses: app/memory/cohort_baseline.py). Prints both distributions and how many of each a threshold keeps:
 
     python -m bench.related_passages
 """

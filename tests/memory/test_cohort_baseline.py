@@ -2,7 +2,6 @@
 margins over it read on the model's own scale."""
 
 import asyncio
-import math
 import uuid
 from collections.abc import Sequence
 
@@ -10,6 +9,7 @@ from app import db
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.memory import cohort_baseline
+from testkit.embedders import Compressed
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import create_database
 from tests.support.service import checked_client, scripted_settings
@@ -48,24 +48,6 @@ def test_the_centroid_is_embedded_once_per_model_in_every_event_loop() -> None:
         assert embedder.calls == 1
 
 
-class Compressed:
-    """e5 with every cosine moved halfway to 1 (cos' = (1 + cos) / 2: e5's vector and a constant component, in equal
-    parts): a model whose texts all sit closer together, as models differ in how they spread their cosines."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.inner, self.model, self.dim, self.symmetric = embedder, "e5-compressed", embedder.dim + 1, embedder.symmetric
-
-    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._compressed(v) for v in await self.inner.embed_passages(texts)]
-
-    async def embed_query(self, text: str) -> list[float]:
-        return self._compressed(await self.inner.embed_query(text))
-
-    @staticmethod
-    def _compressed(vector: list[float]) -> list[float]:
-        return [x * math.sqrt(0.5) for x in vector] + [math.sqrt(0.5)]
-
-
 def test_the_gate_reads_margins_on_the_models_own_scale(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
     # Its margins are half e5's, and so is the room between its unrelated texts' cosine and an identical text's: on
     # that scale the gate lets in what it lets in with e5, and keeps out what it keeps out.
@@ -89,4 +71,4 @@ def test_the_gate_reads_margins_on_the_models_own_scale(postgres_server: object,
             }
     assert recalled[embedder.model]["Which city is my sister in?"][0] == "The user's sister lives in Osaka."
     assert recalled[embedder.model]["What is the capital of Australia?"] == []
-    assert recalled["e5-compressed"] == recalled[embedder.model]
+    assert recalled[compressed.model] == recalled[embedder.model]
