@@ -158,6 +158,8 @@ async def centroid(embedder: Embedder) -> np.ndarray:
 
 async def _question_mean(store: dict[tuple[str, int], np.ndarray], embedder: Embedder, questions: tuple[str, ...]) -> np.ndarray:
     async def compute() -> np.ndarray:
+        if embedder.symmetric:  # a query's vector is its passage vector: one request to an endpoint, not one each
+            return _mean(await embedder.embed_passages(list(questions)))
         return _mean([await embedder.embed_query(q) for q in questions])
 
     return await _once(store, embedder, compute)

@@ -105,3 +105,19 @@ def test_an_endpoint_answering_too_few_vectors_is_a_clear_503(
         for response, says in ((search, "answered no vectors"), (batch, "answered 1 vectors for 2 texts")):
             assert response.status_code == 503, response.text
             assert response.json()["error"] == "embedding_unavailable" and says in response.json()["detail"]
+
+
+def test_the_baselines_cohorts_cost_a_remote_embedder_one_request_each(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A symmetric endpoint embeds a query as a passage: the cohorts' 70 fixed texts go in three requests (generic
+    # passages, personal questions, general questions), not one request per question.
+    for store in ("_centroids", "_personal_means", "_general_means"):
+        monkeypatch.setattr(cohort_baseline, store, {})
+    with remote(postgres_server, llm) as (client, _):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user is planning a trip to Kyoto"})
+        llm.embedding_requests.clear()
+        recalled = client.post(f"/v1/agents/{agent['id']}/recollection", json={"query": "Where am I travelling to?"})
+    assert recalled.status_code == 200, recalled.text
+    assert [len(request["input"]) for request in llm.embedding_requests] == [1, 30, 20, 20]  # the query first
