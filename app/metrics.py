@@ -15,6 +15,19 @@ TOOL_CALLS = Counter("engram_tool_calls_total", "Tool calls by tool and outcome"
 SEARCH_SECONDS = Histogram(
     "engram_search_seconds", "Hybrid search latency", ["memory"], buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 )
+# Whether the relevance gate let any memory through, by who asked: a gate that is always shut or always open (an
+# embedder far from the one its thresholds were chosen with) shows here first.
+RECOLLECTIONS = Counter(
+    "engram_recollections_total",
+    "Recollections by who asked (api, mcp, chat) and outcome (memories, nothing)",
+    ["caller", "outcome"],
+)
+RECOLLECTED_MEMORIES = Histogram(
+    "engram_recollected_memories",
+    "Memories handed over by a recollection that gave any",
+    ["caller"],
+    buckets=(1, 2, 3, 5, 8, 13, 21, 34),
+)
 LOCK_WAIT_SECONDS = Histogram("engram_turn_lock_wait_seconds", "Time a turn waited for its agent's lock", ["outcome"])
 TURN_PHASE_SECONDS = Histogram(
     "engram_turn_phase_seconds",

@@ -225,7 +225,7 @@ class TurnRunner:
     async def _recollect(self, session: AsyncSession, agent: Agent, state: _ChatState, embedding: list[float]) -> str | None:
         """The memories for the user's message, as `POST …/recollection` hands them over (one code path)."""
         with turn_phase("recollect"):
-            recalled = await Recollector(session, self.embedder, elsewhere=self.sessions).recollect(
+            recalled = await Recollector(session, self.embedder, elsewhere=self.sessions, caller="chat").recollect(
                 agent.id,
                 state.message,
                 embedding,

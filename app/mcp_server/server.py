@@ -224,7 +224,9 @@ def build_server(
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
         async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
-            recalled = await Recollector(session, caller.runtime.embedder, elsewhere=caller.runtime.sessions).recall(
+            recalled = await Recollector(
+                session, caller.runtime.embedder, elsewhere=caller.runtime.sessions, caller="mcp"
+            ).recall(
                 agent.id,
                 request.search_text,
                 budget=max_chars or caller.runtime.settings.recollection_chars,

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -39,6 +40,7 @@ from app.memory.recollection_gate import (
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
+from app.metrics import RECOLLECTED_MEMORIES, RECOLLECTIONS
 
 
 @dataclass
@@ -71,15 +73,26 @@ async def ready(embedder: Embedder) -> None:
     await embed_cohorts(embedder)
 
 
+Caller = Literal["api", "mcp", "chat"]
+
+
 class Recollector:
     """`elsewhere`: sessions for a second connection, on which recall memory and core memory are read while archival
     memory is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
-    other on `session`."""
+    other on `session`. `caller`: who asks, as the metrics count it."""
 
-    def __init__(self, session: AsyncSession, embedder: Embedder, elsewhere: async_sessionmaker[AsyncSession] | None = None):
+    def __init__(
+        self,
+        session: AsyncSession,
+        embedder: Embedder,
+        elsewhere: async_sessionmaker[AsyncSession] | None = None,
+        *,
+        caller: Caller = "api",
+    ):
         self.session = session
         self.embedder = embedder
         self.elsewhere = elsewhere
+        self.caller = caller
 
     async def hits(
         self,
@@ -196,6 +209,9 @@ class Recollector:
             agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
+        RECOLLECTIONS.labels(self.caller, "memories" if chosen else "nothing").inc()
+        if chosen:
+            RECOLLECTED_MEMORIES.labels(self.caller).observe(len(chosen))
         return Recalled(chosen, render(chosen), section)
 
 

@@ -12,15 +12,8 @@ from app.observability import JsonFormatter, request_id_var
 from app.runtime import runtime
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
+from tests.support.metrics import metric
 from tests.support.service import admin, tenant_with_key
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{wanted}}}" if labels else f"{name} "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_metrics_count_turns_tools_and_llm_calls(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
@@ -105,3 +98,24 @@ def test_service_says_which_models_serve_it(client: TestClient, embedder: Embedd
         "embedding_model": embedder.model,
         "embedding_dim": embedder.dim,
     }
+
+
+def test_metrics_count_recollections_by_caller_and_whether_the_gate_let_memories_through(
+    client: TestClient, agent: dict, llm: ScriptedLLM
+) -> None:
+    base = f"/v1/agents/{agent['id']}"
+    assert client.post(f"{base}/archival", json={"content": "The user's sister lives in Osaka."}).status_code == 201
+    before = client.get("/metrics").text
+    for query in ("Where does my sister live?", "What is the capital of Australia?"):
+        assert client.post(f"{base}/recollection", json={"query": query}).status_code == 200
+    llm.reset(tools(call("send_message", text="In Osaka.")))
+    chat(client, agent, "Which city is my sister in?")
+    after = client.get("/metrics").text
+
+    def counted(name: str, **labels: str) -> float:
+        return metric(after, name, **labels) - metric(before, name, **labels)
+
+    assert counted("engram_recollections_total", caller="api", outcome="memories") == 1
+    assert counted("engram_recollections_total", caller="api", outcome="nothing") == 1
+    assert counted("engram_recollections_total", caller="chat", outcome="memories") == 1
+    assert counted("engram_recollected_memories_sum", caller="api") == 1  # the one passage

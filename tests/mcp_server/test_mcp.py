@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support import ROOT
 from tests.support.mcp import ACCEPT, INITIALIZE, MCP_URL, error_text, over_http, use
+from tests.support.metrics import metric
 from tests.support.service import admin, tenant_with_key
 
 TOOLS = {
@@ -186,6 +187,7 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
     facts = ["The user's cat is called Mochi.", "The user is allergic to peanuts.", "ユーザーは大阪に住んでいます。"]
     client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": [{"content": f} for f in facts]})
     client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Aiko"})
+    before = client.get("/metrics").text
     async with over_http(client) as session:
         recalled = await use(session, "recall_context", agent_id=agent["id"], query="What is my cat called?", max_chars=300)
         assert recalled["memories"][0]["content"] == facts[0]
@@ -200,6 +202,10 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
         assert "blank" in error_text(blank)
         unknown = await session.call_tool("recall_context", {"agent_id": str(uuid.uuid4()), "query": "cats"})
         assert "not_found" in error_text(unknown)
+    after = client.get("/metrics").text
+    for outcome in ("memories", "nothing"):  # counted as MCP's, apart from the REST call's
+        counted = [metric(text, "engram_recollections_total", caller="mcp", outcome=outcome) for text in (before, after)]
+        assert counted[1] - counted[0] == 1
 
 
 async def test_stdio_acts_for_the_keys_tenant(keyed: TestClient, keyed_database: str, llm: ScriptedLLM) -> None:
