@@ -27,6 +27,7 @@ async def recollect(
         body.search_text,
         budget=body.max_chars or settings.recollection_chars,
         kinds=body.kinds,
+        tags=body.tags,
         as_of=body.as_of,
         repeats=body.said,
         include_core=body.include_core,

@@ -39,6 +39,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     recall.add_argument("--max-chars", type=int, help="characters of recollected memory at most (default: the server's)")
     recall.add_argument("--no-core", action="store_true", help="without core memory")
     recall.add_argument("--as-of", help="memory as it stood then (ISO 8601)")
+    recall.add_argument(
+        "--tag", action="append", dest="tags", help="only archival passages with this tag (repeat for several; all must match)"
+    )
     recall.add_argument("--json", action="store_true", help="the whole answer as JSON (text, memories, chars)")
     recall.set_defaults(run=_recall)
     for command in (show, edit, recall):
@@ -139,6 +142,8 @@ def _recall(args: argparse.Namespace) -> None:
         body["max_chars"] = args.max_chars
     if args.as_of:
         body["as_of"] = args.as_of
+    if args.tags:
+        body["tags"] = args.tags
     with client.connect(args) as api:
         agent = api.agent(args.agent)
         answer = api.json("POST", f"/v1/agents/{agent['id']}/recollection", json=body)

@@ -213,6 +213,10 @@ def build_server(
             Field(ge=1, le=MAX_BUDGET_CHARS, description="characters of recollected memory at most (default 1,500)"),
         ] = None,
         include_core: Annotated[bool, Field(description="core memory first in `text`")] = True,
+        tags: Annotated[
+            list[str] | None,
+            Field(max_length=MAX_TAGS, description="only archival passages carrying all these tags (no messages then)"),
+        ] = None,
     ) -> RecollectionRead:
         """What an agent remembers that bears on a message, ready to put in front of a model before it answers: core
         memory, then the archival passages and earlier conversation lines that apply, best first, dated, within
@@ -220,7 +224,7 @@ def build_server(
         about the message. Use it before answering a user with your own model; `query` is the user's message."""
         caller = caller_of(ctx)
         try:
-            request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core)
+            request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core, tags=tags)
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
         async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
@@ -230,6 +234,8 @@ def build_server(
                 agent.id,
                 request.search_text,
                 budget=max_chars or caller.runtime.settings.recollection_chars,
+                kinds=request.kinds,
+                tags=request.tags,
                 repeats=request.said,
                 include_core=include_core,
             )

@@ -121,6 +121,7 @@ class Recollector:
         below_seq: int | None,
         *,
         include_core: bool,
+        tags: list[str] | None = None,
     ) -> tuple[list[Recollection], str | None]:
         """The hits (`hits`) and the core-memory section (None unless `include_core`)."""
         query_tokens = frozenset(lexical.query_terms(query))
@@ -150,7 +151,9 @@ class Recollector:
             if "archival" not in kinds:
                 return []
             validity = Validity(as_of=as_of) if as_of else CURRENT
-            found = await ArchivalMemory(session, self.embedder).search(agent_id, search, vector=embedding, validity=validity)
+            found = await ArchivalMemory(session, self.embedder).search(
+                agent_id, search, tags=tags, vector=embedding, validity=validity
+            )
             return [
                 recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity)) for m in found
             ]
@@ -179,6 +182,7 @@ class Recollector:
         *,
         budget: int,
         kinds: Sequence[Kind] = KINDS,
+        tags: list[str] | None = None,
         as_of: datetime | None = None,
         repeats: Iterable[str] = (),
         include_core: bool = True,
@@ -187,7 +191,15 @@ class Recollector:
         embedding = await self.embedder.embed_query(query)
         await ready(self.embedder)
         return await self.recollect(
-            agent_id, query, embedding, budget=budget, kinds=kinds, as_of=as_of, repeats=repeats, include_core=include_core
+            agent_id,
+            query,
+            embedding,
+            budget=budget,
+            kinds=kinds,
+            tags=tags,
+            as_of=as_of,
+            repeats=repeats,
+            include_core=include_core,
         )
 
     async def recollect(
@@ -198,15 +210,17 @@ class Recollector:
         *,
         budget: int = BUDGET_CHARS,
         kinds: Sequence[Kind] = KINDS,
+        tags: list[str] | None = None,
         as_of: datetime | None = None,
         below_seq: int | None = None,
         repeats: Iterable[str] = (),
         include_core: bool = False,
     ) -> Recalled:
         """The memories for `query` within `budget` characters (`select` over `hits`), and core memory (as it stood
-        `as_of`) when asked for. `repeats`: texts the caller has in front of it already."""
+        `as_of`) when asked for. `repeats`: texts the caller has in front of it already; `tags`: only passages
+        carrying all of them."""
         found, section = await self._read(
-            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core
+            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core, tags=tags
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
         RECOLLECTIONS.labels(self.caller, "memories" if chosen else "nothing").inc()

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from app.memory.recollection import Recalled
 from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
-from app.memory.schemas import MAX_QUERY_CHARS, Instant
+from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant, Tag
 from app.request_body import RequestBody
 
 MAX_MESSAGES = 50
@@ -43,7 +43,15 @@ class RecollectionRequest(RequestBody):
         description="memory as it stood then: passages valid then (superseded since included), messages said by "
         "then, core blocks at their revision of then",
     )
-    kinds: list[Kind] = Field(default=list(KINDS), min_length=1, description="archival (passages) and/or recall (messages)")
+    kinds: list[Kind] = Field(
+        default=list(KINDS), min_length=1, description="archival (passages) and/or recall (messages); archival alone with `tags`"
+    )
+    tags: list[Tag] | None = Field(
+        default=None,
+        max_length=MAX_TAGS,
+        description="only archival passages carrying all these tags; messages carry none, so only archival memory is "
+        "recollected (`kinds` may not ask for recall)",
+    )
 
     @model_validator(mode="after")
     def _one_question(self) -> "RecollectionRequest":
@@ -51,6 +59,10 @@ class RecollectionRequest(RequestBody):
             raise ValueError("give `query` or `messages`, not both and not neither")
         if not self.search_text:
             raise ValueError("the query is blank" if self.query is not None else "no message has any text")
+        if self.tags:
+            if "kinds" in self.model_fields_set and "recall" in self.kinds:
+                raise ValueError("messages carry no tags: with `tags`, ask for kinds ['archival'] or leave kinds out")
+            self.kinds = ["archival"]
         return self
 
     @property

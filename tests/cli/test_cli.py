@@ -141,6 +141,9 @@ def test_recall_prints_what_a_model_would_be_handed(
     cli("recall", agent["id"], "Who wrote Pride and Prejudice?", "--no-core")
     out, err = capsys.readouterr()
     assert out == "" and "no memory bears on this" in err
+    client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user's dog is called Pochi.", "tags": ["pets"]})
+    cli("recall", agent["id"], "What are my pets called?", "--json", "--tag", "pets")
+    assert [m["content"] for m in json.loads(capsys.readouterr().out)["memories"]] == ["The user's dog is called Pochi."]
     with pytest.raises(SystemExit, match="max_chars"):
         cli("recall", agent["id"], "cats", "--max-chars", "0")
 

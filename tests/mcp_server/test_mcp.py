@@ -196,6 +196,9 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
             f"/v1/agents/{agent['id']}/recollection", json={"query": "What is my cat called?", "max_chars": 300}
         ).json()
         assert recalled == rest
+        client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user's dog is called Pochi.", "tags": ["pets"]})
+        pets = await use(session, "recall_context", agent_id=agent["id"], query="What are my pets called?", tags=["pets"])
+        assert [m["content"] for m in pets["memories"]] == ["The user's dog is called Pochi."]
         nothing = await use(session, "recall_context", agent_id=agent["id"], query="Who wrote Pride and Prejudice?")
         assert nothing["memories"] == [] and "<memories>" not in nothing["text"]
         blank = await session.call_tool("recall_context", {"agent_id": agent["id"], "query": "   "})
@@ -203,9 +206,9 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
         unknown = await session.call_tool("recall_context", {"agent_id": str(uuid.uuid4()), "query": "cats"})
         assert "not_found" in error_text(unknown)
     after = client.get("/metrics").text
-    for outcome in ("memories", "nothing"):  # counted as MCP's, apart from the REST call's
+    for outcome, times in (("memories", 2), ("nothing", 1)):  # counted as MCP's, apart from the REST call's
         counted = [metric(text, "engram_recollections_total", caller="mcp", outcome=outcome) for text in (before, after)]
-        assert counted[1] - counted[0] == 1
+        assert counted[1] - counted[0] == times
 
 
 async def test_stdio_acts_for_the_keys_tenant(keyed: TestClient, keyed_database: str, llm: ScriptedLLM) -> None:

@@ -128,6 +128,26 @@ def test_recall_memories_name_their_speaker_and_kinds_choose_the_memories(client
     assert all(m["kind"] == "archival" for m in only_archival["memories"])
 
 
+def test_tags_recollect_only_the_passages_that_carry_them(client: TestClient, agent: dict) -> None:
+    items = [
+        {"content": "The user's project Falcon ships on 3 June.", "tags": ["work", "falcon"]},
+        {"content": "The user's garden project ships tomatoes in June.", "tags": ["home"]},
+    ]
+    assert client.post(f"/v1/agents/{agent['id']}/archival/batch", json={"items": items}).status_code == 201
+    said = [{"role": "user", "content": "My project ships in June, I think."}]
+    assert client.post(f"/v1/agents/{agent['id']}/messages", json={"messages": said}).status_code == 201
+    question = "When does my project ship?"
+    every = recollect(client, agent, query=question, include_core=False)
+    assert {m["kind"] for m in every["memories"]} == {"archival", "recall"}
+    work = recollect(client, agent, query=question, tags=["work"], include_core=False)
+    assert [m["content"] for m in work["memories"]] == [items[0]["content"]]  # messages carry no tags
+    both = recollect(client, agent, query=question, tags=["falcon", "work"], kinds=["archival"], include_core=False)
+    assert [m["content"] for m in both["memories"]] == [items[0]["content"]]
+    assert recollect(client, agent, query=question, tags=["work", "home"], include_core=False)["memories"] == []
+    refused = recollect(client, agent, 422, query=question, tags=["work"], kinds=["archival", "recall"])
+    assert "messages carry no tags" in refused["detail"]
+
+
 def test_as_of_hands_over_memory_as_it_stood_then(client: TestClient, agent: dict) -> None:
     [old] = store(client, agent, "The user lives in Nagoya.")
     client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Lives in Nagoya"})
@@ -184,6 +204,8 @@ def test_refusals_are_clear(client: TestClient, agent: dict) -> None:
         {"query": "cats", "kinds": ["core"]},
         {"query": "cats", "as_of": "not a date"},
         {"query": "cats", "limit": 3},
+        {"query": "cats", "tags": "work"},
+        {"query": "cats", "tags": [f"t{i}" for i in range(100)]},
     ):
         response = client.post(f"/v1/agents/{agent['id']}/recollection", json=body)
         assert response.status_code == 422, (body, response.text)
