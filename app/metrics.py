@@ -16,10 +16,11 @@ SEARCH_SECONDS = Histogram(
     "engram_search_seconds", "Hybrid search latency", ["memory"], buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 )
 # Whether the relevance gate let any memory through, by who asked: a gate that is always shut or always open (an
-# embedder far from the one its thresholds were chosen with) shows here first.
+# embedder far from the one its thresholds were chosen with) shows here first. `empty`: nothing was found at all (an
+# agent with no memory yet); `gated`: hits were found and none handed over (none stood out, or the caller has them).
 RECOLLECTIONS = Counter(
     "engram_recollections_total",
-    "Recollections by who asked (api, mcp, chat) and outcome (memories, nothing)",
+    "Recollections by who asked (api, mcp, chat) and outcome (memories, gated, empty)",
     ["caller", "outcome"],
 )
 RECOLLECTED_MEMORIES = Histogram(

@@ -5,7 +5,8 @@ Pairs of an older fact and the newer one that replaces it (English, Japanese, an
 pairing of a newer fact with an older one as the different-topic pairs (facts about the same user, so a close
 negative: "lives in Tokyo" against "favourite food is ramen"). For each pair: the raw cosine of the two passage
 vectors, and the margin over the new passage's baseline (its cosine to the centroid of generic text, as automatic
-recollection uses: app/memory/cohort_baseline.py). Prints both distributions and how many of each a threshold keeps:
+recollection uses: app/memory/cohort_baseline.py; e5's margins are on the reference scale as they are). Prints both
+distributions and how many of each a threshold keeps:
 
     python -m bench.related_passages
 """

@@ -73,6 +73,7 @@ class ScriptedLLM:
         self.embedding_delay = 0.0  # seconds each /v1/embeddings request takes (a slow embedding service)
         self.embedding_refusals: dict[str, int] = {}  # a marker -> the status of any request with an input holding it
         self.embedding_shortfall = 0  # vectors left out of every /v1/embeddings answer (a misbehaving server)
+        self.embedding_length = 1.0  # the length of every vector answered (a server that does not normalise them)
         self._lock = threading.Lock()
         self.app = self._build()
         self.port = free_port()
@@ -165,7 +166,10 @@ class ScriptedLLM:
                         status_code=status,
                     )
             kept = inputs[: max(len(inputs) - self.embedding_shortfall, 0)]
-            data = [{"object": "embedding", "index": i, "embedding": hashed_embedding(text)} for i, text in enumerate(kept)]
+            data = [
+                {"object": "embedding", "index": i, "embedding": [x * self.embedding_length for x in hashed_embedding(text)]}
+                for i, text in enumerate(kept)
+            ]
             return JSONResponse(
                 {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 0, "total_tokens": 0}}
             )

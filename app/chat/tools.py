@@ -187,10 +187,12 @@ async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str
 
 @dataclass(frozen=True)
 class Embeds:
-    """The texts a call embeds, as passages and as queries: the step embeds them before its transaction opens."""
+    """The texts a call embeds, as passages and as queries, and whether it reads the baseline's cohorts: the step
+    embeds them before its transaction opens."""
 
     passages: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()
+    cohorts: bool = False
 
 
 @dataclass
@@ -232,7 +234,7 @@ TOOLS: dict[str, Tool] = {
             "Save a fact, preference, event or detail to unlimited long-term archival memory.",
             ArchivalMemoryCreate,
             archival_memory_create,
-            lambda args: Embeds(passages=(args.content,), queries=(args.content,)),  # and `related`'s query
+            lambda args: Embeds(passages=(args.content,), queries=(args.content,), cohorts=True),  # and `related`'s
         ),
         Tool(
             "archival_memory_supersede",

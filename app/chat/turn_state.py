@@ -3,6 +3,7 @@ true and handed to the outlet once it has committed; its LLM usage and time budg
 with their events."""
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -19,13 +20,15 @@ from app.chat.repository import TurnRepository
 from app.db import transaction
 from app.errors import LLMError
 from app.llm.chat import ChatModel, decode_arguments
-from app.llm.embeddings import Embedder
+from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.embeddings.prepared import prepare
 from app.llm.parsing import parse_text_tool_calls
 from app.llm.types import Completion, ToolCall
 from app.memory.cohort_baseline import embed_cohorts
 from app.models_base import utcnow
 from app.settings import Settings
+
+log = logging.getLogger("engram.turn")
 
 
 class EventOutlet(Protocol):
@@ -171,9 +174,10 @@ def calls_of(completion: Completion, toolset: tools.Toolset) -> tuple[list[ToolC
 
 async def embedded_first(embedder: Embedder, toolset: tools.Toolset, calls: Sequence[ToolCall]) -> Embedder:
     """`embedder`, holding the vectors that `calls` (valid ones, of `toolset`) will ask for, computed now: before the
-    step's transaction opens, so that it waits on no embedder."""
+    step's transaction opens, so that it waits on no embedder. A text that cannot be embedded fails its own call."""
     passages: list[str] = []
     queries: list[str] = []
+    cohorts = False
     for call in calls:
         tool = toolset.tools.get(call.name)
         if tool is None:
@@ -184,8 +188,12 @@ async def embedded_first(embedder: Embedder, toolset: tools.Toolset, calls: Sequ
             continue
         passages += embeds.passages
         queries += embeds.queries
-    if passages:  # a stored passage is compared with the related ones by their margin over the baseline
-        await embed_cohorts(embedder)
+        cohorts = cohorts or embeds.cohorts
+    if cohorts:
+        try:
+            await embed_cohorts(embedder)
+        except EmbeddingError:
+            log.warning("could not embed the baseline's cohorts; related memories are not listed this step", exc_info=True)
     return await prepare(embedder, passages, queries)
 
 

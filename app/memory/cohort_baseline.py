@@ -11,7 +11,8 @@
 - Scale: what the model's cosine differences are multiplied by to read on multilingual-e5-small's scale, on which
   every threshold on them was chosen: e5's room between unrelated texts' cosine and an identical text's over the
   model's own.
-  The cohorts share no topic with the evaluation sets' unrelated questions."""
+
+The cohorts share no topic with the evaluation sets' unrelated questions."""
 
 import asyncio
 import weakref
@@ -102,12 +103,14 @@ GENERAL_QUESTIONS = (
 
 # The thresholds on margins (recollection's gate, related memories) were chosen with multilingual-e5-small, whose
 # general questions sit at a mean cosine of 0.727 to the generic passages: 0.273 of room below an identical text.
-# Models spread their cosines differently (wordllama's static vectors put the same pairs at 0.155, and OpenAI's
-# models put unrelated texts low too), so a fixed margin would let nearly everything through (wordllama on LoCoMo:
-# 84 of 90 off-topic messages against e5's 16) or nothing. A model's margins are read on e5's scale: multiplied by
+# Models spread their cosines differently (wordllama's static vectors put the same pairs at 0.155), so a fixed margin
+# would let nearly everything through (wordllama on LoCoMo: 84 of 90 off-topic messages against e5's 16) or nothing. A model's margins are read on e5's scale: multiplied by
 # REFERENCE_ROOM over the model's own room. Of the cohort statistics tried (the room, the spread of the unrelated
 # cosines, per query and overall), the room alone kept e5's evidence at the same threshold (0.926, bench/ARCHIVE.md).
 REFERENCE_ROOM = 0.272663  # e5's (1 - 0.727337), so that e5's margins are read as they are
+# A model with less room than this scores every text alike (a degenerate or test model): its scale cannot be read,
+# and its margins are taken as they are.
+MIN_ROOM = 0.05
 
 _centroids: dict[tuple[str, int], np.ndarray] = {}
 _personal_means: dict[tuple[str, int], np.ndarray] = {}
@@ -119,7 +122,7 @@ _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = wea
 
 @dataclass(frozen=True)
 class Baseline:
-    """A query's baselines, on the reference model's scale."""
+    """A query's baselines: `similarity` a cosine of the model's own, `personal` and `margin` on the reference scale."""
 
     similarity: float  # its mean cosine to the generic passages
     scale: float  # what this model's cosine differences are multiplied by to read on the reference model's scale
@@ -180,6 +183,7 @@ async def baseline(embedder: Embedder, query_vector: list[float]) -> Baseline:
     centre = await centroid(embedder)
     personal = await _question_mean(_personal_means, embedder, PERSONAL_QUESTIONS)
     general = await _question_mean(_general_means, embedder, GENERAL_QUESTIONS)
-    scale = REFERENCE_ROOM / (1.0 - float(np.dot(general, centre)))
+    room = 1.0 - float(np.dot(general, centre))
+    scale = REFERENCE_ROOM / room if room >= MIN_ROOM else 1.0
     query = np.asarray(query_vector, dtype=np.float32)
     return Baseline(float(np.dot(centre, query)), scale, float(np.dot(personal - general, query)) * scale)

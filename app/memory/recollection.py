@@ -223,7 +223,7 @@ class Recollector:
             agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core, tags=tags
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
-        RECOLLECTIONS.labels(self.caller, "memories" if chosen else "nothing").inc()
+        RECOLLECTIONS.labels(self.caller, "memories" if chosen else "gated" if found else "empty").inc()
         if chosen:
             RECOLLECTED_MEMORIES.labels(self.caller).observe(len(chosen))
         return Recalled(chosen, render(chosen), section)

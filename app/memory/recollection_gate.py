@@ -3,11 +3,11 @@ what order, and how they are written.
 
 A relevance gate first asks whether memory holds anything about the message at all: some hit must be close in
 meaning or share enough of the query's words. Close: its cosine similarity stands out from the query's baseline
-(the margin over the query's similarity to generic text, see app/memory/cohort_baseline.py; a raw cosine cannot
-tell, since multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of the query's
-distinct tokens found in the hit (bigrams for Japanese). When nothing is evident, nothing goes in: irrelevant
-memories mislead a model. A question about the asker's own life (cohort_baseline.personal) needs less margin: memory
-is where its answer would be.
+(the margin over the query's similarity to generic text, on e5's scale, see app/memory/cohort_baseline.py; a raw
+cosine cannot tell, since multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of
+the query's distinct tokens found in the hit (bigrams for Japanese). When nothing is evident, nothing goes in:
+irrelevant memories mislead a model. A question about the asker's own life (`Baseline.personal`) needs less margin:
+memory is where its answer would be.
 
 When some hit is evident, the budget is filled best first (`select`): every evident hit, and the others within
 COMPANY_RATIO of the best hit of their memory (in a conversation the answer is often a short turn that shares
@@ -32,7 +32,7 @@ Kind = Literal["archival", "recall"]
 KINDS: tuple[Kind, ...] = ("archival", "recall")
 
 MIN_MARGIN = 0.08
-# A question about the asker's own life (cohort_baseline.personal at least PERSONAL) needs less margin: memory is
+# A question about the asker's own life (its Baseline.personal at least PERSONAL) needs less margin: memory is
 # where its answer would be, and e5 gives a paraphrase across languages little margin ("せがれが放課後に打ちこむ
 # スポーツは？", 0.070). 0.055 let in 3 of 20 off-topic messages (tests/data/off_topic_heldout.json), 0.065 one.
 PERSONAL = 0.02

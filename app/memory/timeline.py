@@ -5,6 +5,7 @@ import uuid
 from datetime import datetime
 
 from app.errors import Conflict, NotFound
+from app.llm.embeddings import EmbeddingError
 from app.memory.archival.service import ArchivalMemory, NewPassage, Stored
 from app.memory.cohort_baseline import baseline
 from app.memory.models import ArchivalPassage
@@ -57,8 +58,12 @@ async def supersede(
 
 
 async def related(archival: ArchivalMemory, agent_id: uuid.UUID, passage: ArchivalPassage) -> list[ArchivalPassage]:
-    """The current passages most likely about the same thing as `passage` (closest first, at most RELATED_MAX)."""
-    vector = await archival.embedder.embed_query(passage.content)
-    base = await baseline(archival.embedder, vector)
+    """The current passages most likely about the same thing as `passage` (closest first, at most RELATED_MAX); none
+    when the embedder fails here (the passage is stored all the same)."""
+    try:
+        vector = await archival.embedder.embed_query(passage.content)
+        base = await baseline(archival.embedder, vector)
+    except EmbeddingError:
+        return []
     near = await archival.passages.closest(agent_id, vector, k=RELATED_MAX, exclude=[passage.id])
     return [p for p, similarity in near if base.margin(similarity) >= RELATED_MIN_MARGIN]

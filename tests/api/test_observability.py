@@ -104,8 +104,9 @@ def test_metrics_count_recollections_by_caller_and_whether_the_gate_let_memories
     client: TestClient, agent: dict, llm: ScriptedLLM
 ) -> None:
     base = f"/v1/agents/{agent['id']}"
-    assert client.post(f"{base}/archival", json={"content": "The user's sister lives in Osaka."}).status_code == 201
     before = client.get("/metrics").text
+    assert client.post(f"{base}/recollection", json={"query": "Where does my sister live?"}).status_code == 200
+    assert client.post(f"{base}/archival", json={"content": "The user's sister lives in Osaka."}).status_code == 201
     for query in ("Where does my sister live?", "What is the capital of Australia?"):
         assert client.post(f"{base}/recollection", json={"query": query}).status_code == 200
     llm.reset(tools(call("send_message", text="In Osaka.")))
@@ -116,6 +117,7 @@ def test_metrics_count_recollections_by_caller_and_whether_the_gate_let_memories
         return metric(after, name, **labels) - metric(before, name, **labels)
 
     assert counted("engram_recollections_total", caller="api", outcome="memories") == 1
-    assert counted("engram_recollections_total", caller="api", outcome="nothing") == 1
+    assert counted("engram_recollections_total", caller="api", outcome="gated") == 1
+    assert counted("engram_recollections_total", caller="api", outcome="empty") == 1  # before the agent had memory
     assert counted("engram_recollections_total", caller="chat", outcome="memories") == 1
     assert counted("engram_recollected_memories_sum", caller="api") == 1  # the one passage

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.api.errors import TurnErrorBody
 from app.chat.schemas import ChatResponse
 from app.errors import NotFound
-from app.llm.embeddings import Embedder, EmbeddingError
+from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
@@ -346,7 +346,7 @@ def test_an_agent_deleted_after_the_route_checked_it_is_a_404_before_the_llm_is_
 
 
 class RefusingText:
-    """The test embedder, its endpoint down for one text (each time it is asked, counted)."""
+    """The test embedder, its endpoint refusing one text, in any request that holds it (each such request counted)."""
 
     def __init__(self, embedder: Embedder, text: str) -> None:
         self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
@@ -363,18 +363,20 @@ class RefusingText:
     def _refuse(self, texts: Sequence[str]) -> None:
         if self.text in texts:
             self.asked += 1
-            raise EmbeddingError("the embedding endpoint is unreachable")
+            raise EmbeddingRefused("the embedding endpoint refused the text")
 
 
 def test_a_tool_whose_text_cannot_be_embedded_fails_alone(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
-    # The step embeds its calls' texts before its transaction opens; the call whose text failed reports the failure
-    # where it runs, without asking the embedder again, and the step's other calls land.
-    down = RefusingText(embedder, "The user's cat is called Tama.")
+    # The step embeds its calls' texts before its transaction opens, in one request; refused, each text is asked for
+    # alone. The call whose text was refused reports it where it runs, without asking again; the others land.
+    refused = "The user's cat is called Tama."
+    down = RefusingText(embedder, refused)
     with checked_client(create_app(settings, embedder=down)) as client:
         agent = client.post("/v1/agents", json={"name": f"embedder down {uuid.uuid4().hex[:8]}"}).json()
         llm.reset(
             tools(
-                call("archival_memory_create", content="The user's cat is called Tama."),
+                call("archival_memory_create", content=refused),
+                call("archival_memory_create", content="The user's dog is called Pochi."),
                 call("core_memory_append", label="human", content="Has a cat."),
             ),
             lambda request: tools(call("send_message", text=last_tool_result(request))),
@@ -382,7 +384,8 @@ def test_a_tool_whose_text_cannot_be_embedded_fails_alone(settings: Settings, em
         turn = chat(client, agent, "My cat is called Tama.")
         passages = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
         human = block_value(client, agent, "human")
-    stored, appended = tool_results(turn)[:2]
-    assert (stored["ok"], stored["result"]) == (False, "Error: the embedding endpoint is unreachable")
-    assert appended["ok"] and "Has a cat." in human
-    assert (down.asked, passages, turn["stop_reason"]) == (1, [], "end_turn")
+    cat, dog, appended = tool_results(turn)[:3]
+    assert (cat["ok"], cat["result"]) == (False, "Error: the embedding endpoint refused the text")
+    assert dog["ok"] and appended["ok"] and "Has a cat." in human
+    assert [p["content"] for p in passages] == ["The user's dog is called Pochi."]
+    assert (down.asked, turn["stop_reason"]) == (3, "end_turn")  # with the other passage, alone, and as a query

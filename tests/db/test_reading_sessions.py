@@ -22,28 +22,32 @@ from tests.support.chat import block_value, chat, finished_pass
 from tests.support.mcp import over_http, use
 from tests.support.service import checked_client
 
-EMBEDDING_SECONDS = 0.6
 T = TypeVar("T")
 
 
 class SlowQueries:
-    """The test embedder, taking its time over queries: long enough to look at the database meanwhile."""
+    """The test embedder, holding on to queries until the test has looked at the database (`asked` when it starts
+    holding, on until `released`, at most 10 s)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
         self.asked = threading.Event()
+        self.released = threading.Event()
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        self.asked.set()
-        await asyncio.sleep(EMBEDDING_SECONDS)
+        await self.hold()
         return await self.inner.embed_query(text)
+
+    async def hold(self) -> None:
+        self.asked.set()
+        await asyncio.to_thread(self.released.wait, 10)
 
 
 async def _idle_in_transaction(database_url: str) -> int:
-    """The transactions that sit idle throughout a look of 0.2 s (within the embedder's 0.6 s): a short one of the
+    """The transactions that sit idle throughout a look of 0.2 s (while the embedder holds on): a short one of the
     service's background work, seen between two statements, is not one held open while the embedder works."""
     connection = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://", 1))
     idle = "SELECT pid, xact_start FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
@@ -60,11 +64,13 @@ def held_while_embedding(slow: SlowQueries, database_url: str | None, request: C
     what it returned."""
     assert database_url
     slow.asked.clear()
+    slow.released.clear()
     answers: list[T] = []
     asking = threading.Thread(target=lambda: answers.append(request()))
     asking.start()
     assert slow.asked.wait(timeout=10)  # the agent is looked up; the text is being embedded
     held = asyncio.run(_idle_in_transaction(database_url))
+    slow.released.set()
     asking.join(timeout=30)
     return held, answers[0]
 
@@ -107,9 +113,11 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
             async with over_http(client) as session:
                 for tool in ("search_archival_memory", "search_conversation_history", "recall_context"):
                     slow.asked.clear()
+                    slow.released.clear()
                     called = asyncio.create_task(use(session, tool, agent_id=agent["id"], query="Where does my sister live?"))
                     assert await asyncio.to_thread(slow.asked.wait, 10)
                     held[tool] = await _idle_in_transaction(settings.database_url)
+                    slow.released.set()
                     assert await called
 
         asyncio.run(search_with_each_tool())
@@ -120,8 +128,7 @@ class SlowPassages(SlowQueries):
     """The test embedder, taking its time over passages."""
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        self.asked.set()
-        await asyncio.sleep(EMBEDDING_SECONDS)
+        await self.hold()
         return await self.inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
@@ -204,26 +211,22 @@ def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings
 
 
 class SlowOver(SlowQueries):
-    """The test embedder, taking its time over given texts, as passages or as queries (a tool's arguments, not the
-    turn's messages, whose vectors are computed meanwhile)."""
+    """The test embedder, holding on to given texts, as passages and as queries (a tool's arguments, not the turn's
+    messages, whose vectors are computed meanwhile)."""
 
-    def __init__(self, embedder: Embedder, texts: set[str]) -> None:
+    def __init__(self, embedder: Embedder, passages: set[str], queries: set[str]) -> None:
         super().__init__(embedder)
-        self.texts = texts
+        self.passages, self.queries = passages, queries
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        if self.texts.intersection(texts):
-            await self._take_time()
+        if self.passages.intersection(texts):
+            await self.hold()
         return await self.inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        if text in self.texts:
-            await self._take_time()
+        if text in self.queries:
+            await self.hold()
         return await self.inner.embed_query(text)
-
-    async def _take_time(self) -> None:
-        self.asked.set()
-        await asyncio.sleep(EMBEDDING_SECONDS)
 
 
 def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embed(
@@ -232,8 +235,9 @@ def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embe
     # A step's calls run in one transaction (the step's messages and its writes land together); the texts they embed
     # are embedded before it opens. Storing a passage also asks for its query vector (to list related memories).
     created, superseding, passed = "The user's cat Tama is three.", "The user's cat is called Tama.", "The user rides a bike."
+    related = "Tama sleeps on the sofa."  # embedded at once as a passage, held as the query of related memories
     searches = {"archival_memory_search": "the cat's name", "conversation_search": "what the cat is called"}
-    slow = SlowOver(embedder, {created, superseding, passed, *searches.values()})
+    slow = SlowOver(embedder, passages={created, superseding, passed}, queries={related, *searches.values()})
     held: dict[str, int] = {}
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"tool user {uuid.uuid4().hex[:8]}"}).json()
@@ -241,6 +245,7 @@ def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embe
         old = client.post(f"{base}/archival", json={"content": "The user's cat is called Mike."}).json()
         steps = {
             "archival_memory_create": call("archival_memory_create", content=created),
+            "archival_memory_create (related)": call("archival_memory_create", content=related),
             "archival_memory_supersede": call("archival_memory_supersede", passage_id=old["id"], content=superseding),
             **{name: call(name, query=query) for name, query in searches.items()},
         }
@@ -263,4 +268,4 @@ def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embe
     assert all(r["ok"] for r in results.values()), results
     assert "Tama" in results["archival_memory_search"]["result"]
     assert memory_pass["status"] == "completed"
-    assert {p["content"] for p in passages} == {created, superseding, "The user cycles to work.", passed}
+    assert {p["content"] for p in passages} == {created, related, superseding, "The user cycles to work.", passed}

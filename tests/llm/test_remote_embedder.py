@@ -121,3 +121,19 @@ def test_the_baselines_cohorts_cost_a_remote_embedder_one_request_each(
         recalled = client.post(f"/v1/agents/{agent['id']}/recollection", json={"query": "Where am I travelling to?"})
     assert recalled.status_code == 200, recalled.text
     assert [len(request["input"]) for request in llm.embedding_requests] == [1, 30, 20, 20]  # the query first
+
+
+def test_a_server_that_does_not_normalise_its_vectors_has_them_stored_of_length_one(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The search's centring and the baseline's margins take an inner product for a cosine.
+    monkeypatch.setattr(llm, "embedding_length", 3.0)
+    with remote(postgres_server, llm) as (client, url):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user is planning a trip to Kyoto"})
+        recalled = client.post(f"/v1/agents/{agent['id']}/recollection", json={"query": "Am I planning a trip to Kyoto?"})
+        lengths = run_sql(
+            url, "SELECT vector_norm(embedding) FROM archival_passages WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}
+        )
+    assert len(lengths) == 1 and abs(lengths[0][0] - 1) < 1e-6
+    assert [m["content"] for m in recalled.json()["memories"]] == ["The user is planning a trip to Kyoto"]

@@ -206,7 +206,7 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
         unknown = await session.call_tool("recall_context", {"agent_id": str(uuid.uuid4()), "query": "cats"})
         assert "not_found" in error_text(unknown)
     after = client.get("/metrics").text
-    for outcome, times in (("memories", 2), ("nothing", 1)):  # counted as MCP's, apart from the REST call's
+    for outcome, times in (("memories", 2), ("gated", 1)):  # counted as MCP's, apart from the REST call's
         counted = [metric(text, "engram_recollections_total", caller="mcp", outcome=outcome) for text in (before, after)]
         assert counted[1] - counted[0] == times
 

@@ -72,3 +72,9 @@ def test_the_gate_reads_margins_on_the_models_own_scale(postgres_server: object,
     assert recalled[embedder.model]["Which city is my sister in?"][0] == "The user's sister lives in Osaka."
     assert recalled[embedder.model]["What is the capital of Australia?"] == []
     assert recalled[compressed.model] == recalled[embedder.model]
+
+
+def test_e5_reads_its_own_margins_as_they_are(embedder: Embedder) -> None:
+    # REFERENCE_ROOM is e5's room, measured on the cohorts: every threshold on margins was chosen on e5's scale.
+    base = asyncio.run(cohort_baseline.baseline(embedder, asyncio.run(embedder.embed_query("Where does my sister live?"))))
+    assert abs(base.scale - 1) < 1e-4

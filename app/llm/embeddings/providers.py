@@ -5,6 +5,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from openai import APIStatusError, AsyncOpenAI, OpenAIError
 
 from app.llm.embeddings.base import (
@@ -124,7 +125,17 @@ class OpenAIEmbedder:
                 f"embedding model {self.model} returned {len(vectors[0])} dimensions, configured {self.dim} "
                 "(ENGRAM_EMBEDDING_DIM)"
             )
-        return vectors
+        return unit_vectors(vectors)
+
+
+def unit_vectors(vectors: list[list[float]]) -> list[list[float]]:
+    """Each vector scaled to length 1, as the local models give them: some servers answer unnormalised vectors (a
+    truncated Gemini vector, some llama.cpp and Ollama models), while the search's centring and the baseline's
+    margins take an inner product for a cosine. A zero vector stays as it is."""
+    array = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    unit: list[list[float]] = np.divide(array, norms, out=array.copy(), where=norms > 0).tolist()
+    return unit
 
 
 def build_embedder(settings: Settings) -> Embedder:
