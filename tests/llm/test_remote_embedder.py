@@ -137,3 +137,25 @@ def test_a_server_that_does_not_normalise_its_vectors_has_them_stored_of_length_
         )
     assert len(lengths) == 1 and abs(lengths[0][0] - 1) < 1e-6
     assert [m["content"] for m in recalled.json()["memories"]] == ["The user is planning a trip to Kyoto"]
+
+
+def test_a_fact_is_stored_when_the_baseline_cannot_be_embedded(
+    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Storing a fact lists the memories possibly about the same thing, which asks for the baseline's cohorts: an
+    # endpoint failing on them costs the listing, not the fact, nor the turn.
+    for store in ("_centroids", "_personal_means", "_general_means"):
+        monkeypatch.setattr(cohort_baseline, store, {})
+    monkeypatch.setattr(llm, "embedding_refusals", {"Photosynthesis": 503})  # in one of the generic passages
+    with remote(postgres_server, llm) as (client, _):
+        agent = client.post("/v1/agents", json={"name": "remote"}).json()
+        llm.reset(
+            tools(call("archival_memory_create", content="The user is planning a trip to Kyoto")),
+            tools(call("send_message", text="Noted.")),
+        )
+        turn = chat(client, agent, "I am planning a trip to Kyoto")
+        passages = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
+    stored = next(e for e in turn["events"] if e["type"] == "tool_result")
+    assert (turn["status"], stored["ok"]) == ("completed", True)
+    assert stored["result"].startswith("Saved to archival memory")
+    assert [p["content"] for p in passages] == ["The user is planning a trip to Kyoto"]
