@@ -104,9 +104,10 @@ GENERAL_QUESTIONS = (
 # The thresholds on margins (recollection's gate, related memories) were chosen with multilingual-e5-small, whose
 # general questions sit at a mean cosine of 0.727 to the generic passages: 0.273 of room below an identical text.
 # Models spread their cosines differently (wordllama's static vectors put the same pairs at 0.155), so a fixed margin
-# would let nearly everything through (wordllama on LoCoMo: 84 of 90 off-topic messages against e5's 16) or nothing. A model's margins are read on e5's scale: multiplied by
-# REFERENCE_ROOM over the model's own room. Of the cohort statistics tried (the room, the spread of the unrelated
-# cosines, per query and overall), the room alone kept e5's evidence at the same threshold (0.926, bench/ARCHIVE.md).
+# would let nearly everything through (wordllama on LoCoMo: 84 of 90 off-topic messages against e5's 16) or nothing.
+# A model's margins are read on e5's scale: multiplied by REFERENCE_ROOM over the model's own room. Of the cohort
+# statistics tried (the room, the spread of the unrelated cosines, per query and overall), the room alone kept e5's
+# evidence at the same threshold (0.926, bench/ARCHIVE.md).
 REFERENCE_ROOM = 0.272663  # e5's (1 - 0.727337), so that e5's margins are read as they are
 # A model with less room than this scores every text alike (a degenerate or test model): its scale cannot be read,
 # and its margins are taken as they are.

@@ -67,9 +67,9 @@ class Recalled:
 
 
 async def ready(embedder: Embedder) -> None:
-    """What recollection asks of the embedder besides the query's vector: the baseline's cohorts of fixed texts, embedded
-    once per process. A turn asks for it with the query, before it reads its context: an embedder failing there
-    costs the turn its recollections, not the turn, and no transaction waits on the embedder."""
+    """What recollection asks of the embedder besides the query's vector: the baseline's cohorts of fixed texts,
+    embedded once per process. A turn asks for it with the query, before it reads its context: an embedder failing
+    there costs the turn its recollections, not the turn, and no transaction waits on the embedder."""
     await embed_cohorts(embedder)
 
 
