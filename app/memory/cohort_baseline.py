@@ -169,6 +169,12 @@ async def _question_mean(store: dict[tuple[str, int], np.ndarray], embedder: Emb
     return await _once(store, embedder, compute)
 
 
+def cohorts_embedded(embedder: Embedder) -> bool:
+    """Whether `baseline` can answer without asking the embedder (the cohorts of this model are embedded)."""
+    key = (embedder.model, embedder.dim)
+    return all(key in store for store in (_centroids, _personal_means, _general_means))
+
+
 async def embed_cohorts(embedder: Embedder) -> None:
     """Embed the cohorts (once per embedder model): `baseline` then asks nothing of the embedder."""
     await centroid(embedder)

@@ -59,6 +59,7 @@ class RecollectionRequest(RequestBody):
             raise ValueError("give `query` or `messages`, not both and not neither")
         if not self.search_text:
             raise ValueError("the query is blank" if self.query is not None else "no message has any text")
+        self.tags = [tag.strip() for tag in self.tags or [] if tag.strip()] or None  # as a search reads them
         if self.tags:
             if "kinds" in self.model_fields_set and "recall" in self.kinds:
                 raise ValueError("messages carry no tags: with `tags`, ask for kinds ['archival'] or leave kinds out")

@@ -7,7 +7,7 @@ from datetime import datetime
 from app.errors import Conflict, NotFound
 from app.llm.embeddings import EmbeddingError
 from app.memory.archival.service import ArchivalMemory, NewPassage, Stored
-from app.memory.cohort_baseline import baseline
+from app.memory.cohort_baseline import baseline, cohorts_embedded
 from app.memory.models import ArchivalPassage
 
 # A stored passage is "possibly about the same thing" as a new one when the new text, embedded as a query, is this
@@ -59,11 +59,14 @@ async def supersede(
 
 async def related(archival: ArchivalMemory, agent_id: uuid.UUID, passage: ArchivalPassage) -> list[ArchivalPassage]:
     """The current passages most likely about the same thing as `passage` (closest first, at most RELATED_MAX); none
-    when the embedder fails here (the passage is stored all the same)."""
+    when the embedder fails here or the baseline's cohorts could not be embedded beforehand (the passage is stored
+    all the same, and the caller's transaction does not wait on the embedder for them)."""
+    if not cohorts_embedded(archival.embedder):
+        return []
     try:
         vector = await archival.embedder.embed_query(passage.content)
-        base = await baseline(archival.embedder, vector)
     except EmbeddingError:
         return []
+    base = await baseline(archival.embedder, vector)
     near = await archival.passages.closest(agent_id, vector, k=RELATED_MAX, exclude=[passage.id])
     return [p for p, similarity in near if base.margin(similarity) >= RELATED_MIN_MARGIN]

@@ -33,6 +33,7 @@ class SlowQueries:
         self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
         self.asked = threading.Event()
         self.released = threading.Event()
+        self.released.set()  # held only while a test looks (`held_while_embedding` clears it)
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_passages(texts)
@@ -68,9 +69,11 @@ def held_while_embedding(slow: SlowQueries, database_url: str | None, request: C
     answers: list[T] = []
     asking = threading.Thread(target=lambda: answers.append(request()))
     asking.start()
-    assert slow.asked.wait(timeout=10)  # the agent is looked up; the text is being embedded
-    held = asyncio.run(_idle_in_transaction(database_url))
-    slow.released.set()
+    try:
+        assert slow.asked.wait(timeout=10)  # the agent is looked up; the text is being embedded
+        held = asyncio.run(_idle_in_transaction(database_url))
+    finally:
+        slow.released.set()
     asking.join(timeout=30)
     return held, answers[0]
 
@@ -115,9 +118,11 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
                     slow.asked.clear()
                     slow.released.clear()
                     called = asyncio.create_task(use(session, tool, agent_id=agent["id"], query="Where does my sister live?"))
-                    assert await asyncio.to_thread(slow.asked.wait, 10)
-                    held[tool] = await _idle_in_transaction(settings.database_url)
-                    slow.released.set()
+                    try:
+                        assert await asyncio.to_thread(slow.asked.wait, 10)
+                        held[tool] = await _idle_in_transaction(settings.database_url)
+                    finally:
+                        slow.released.set()
                     assert await called
 
         asyncio.run(search_with_each_tool())

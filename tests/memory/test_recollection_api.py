@@ -144,6 +144,8 @@ def test_tags_recollect_only_the_passages_that_carry_them(client: TestClient, ag
     both = recollect(client, agent, query=question, tags=["falcon", "work"], kinds=["archival"], include_core=False)
     assert [m["content"] for m in both["memories"]] == [items[0]["content"]]
     assert recollect(client, agent, query=question, tags=["work", "home"], include_core=False)["memories"] == []
+    blank = recollect(client, agent, query=question, tags=["  "], include_core=False)  # no tag, as a search reads it
+    assert blank["memories"] == every["memories"]
     refused = recollect(client, agent, 422, query=question, tags=["work"], kinds=["archival", "recall"])
     assert "messages carry no tags" in refused["detail"]
 

@@ -13,7 +13,8 @@ Kind = Literal["passage", "query"]
 class PreparedEmbedder:
     """An embedder that answers from vectors computed beforehand (`prepare`) and asks the one it wraps for any other
     text. A text whose embedding failed while preparing fails again at once, with the same error, where it is asked
-    for: the caller reports it as it would have, without waiting on the embedder twice."""
+    for, as does any text not prepared once the endpoint has failed otherwise than by refusing a text: the caller
+    reports it as it would have, without waiting on the embedder twice."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.inner = embedder
@@ -41,6 +42,8 @@ class PreparedEmbedder:
         for key in keys:
             if key in self.failures:
                 raise self.failures[key]
+            if self.down is not None and key not in self.vectors:  # not prepared: the endpoint is not asked again
+                raise self.down
 
     async def fill(self, kind: Kind, texts: list[str]) -> None:
         """Embed `texts` as `kind`: passages in one request, queries one by one. An endpoint that refuses a request
