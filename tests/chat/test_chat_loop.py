@@ -16,6 +16,7 @@ from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.main import create_app
 from app.runtime import runtime
 from app.settings import Settings
+from testkit.embedders import Wrapping
 from testkit.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 from tests.support.chat import TOOL_THEN_REPLY, block_value, chat, event_types, tool_results, wait_for_message_vectors
 from tests.support.database import run_sql
@@ -345,20 +346,20 @@ def test_an_agent_deleted_after_the_route_checked_it_is_a_404_before_the_llm_is_
     assert run_sql(database_url, "SELECT count(*) FROM turns WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}) == [(0,)]
 
 
-class RefusingText:
+class RefusingText(Wrapping):
     """The test embedder, its endpoint refusing one text, in any request that holds it (each such request counted)."""
 
     def __init__(self, embedder: Embedder, text: str) -> None:
-        self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
+        super().__init__(embedder)
         self.text, self.asked = text, 0
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         self._refuse(texts)
-        return await self.inner.embed_passages(texts)
+        return await super().embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
         self._refuse([text])
-        return await self.inner.embed_query(text)
+        return await super().embed_query(text)
 
     def _refuse(self, texts: Sequence[str]) -> None:
         if self.text in texts:

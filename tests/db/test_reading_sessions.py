@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
+from testkit.embedders import Wrapping
 from testkit.scripted_llm import ScriptedLLM, call, text, tools
 from tests.support.chat import block_value, chat, finished_pass
 from tests.support.mcp import over_http, use
@@ -25,24 +26,34 @@ from tests.support.service import checked_client
 T = TypeVar("T")
 
 
-class SlowQueries:
-    """The test embedder, holding on to queries until the test has looked at the database (`asked` when it starts
-    holding, on until `released`, at most 10 s)."""
+class Holding(Wrapping):
+    """The test embedder, holding on to the passages and queries it is told to hold until the test has looked at the
+    database (`asked` when it starts holding, on until `released`, at most 10 s)."""
 
-    def __init__(self, embedder: Embedder) -> None:
-        self.inner, self.model, self.dim, self.symmetric = embedder, embedder.model, embedder.dim, embedder.symmetric
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        passages: Callable[[Sequence[str]], bool] = lambda _: False,
+        queries: Callable[[str], bool] = lambda _: False,
+    ) -> None:
+        super().__init__(embedder)
+        self.holds_passages, self.holds_query = passages, queries
         self.asked = threading.Event()
         self.released = threading.Event()
         self.released.set()  # held only while a test looks (`held_while_embedding` clears it)
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_passages(texts)
+        if self.holds_passages(texts):
+            await self._hold()
+        return await super().embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        await self.hold()
-        return await self.inner.embed_query(text)
+        if self.holds_query(text):
+            await self._hold()
+        return await super().embed_query(text)
 
-    async def hold(self) -> None:
+    async def _hold(self) -> None:
         self.asked.set()
         await asyncio.to_thread(self.released.wait, 10)
 
@@ -60,7 +71,7 @@ async def _idle_in_transaction(database_url: str) -> int:
         await connection.close()
 
 
-def held_while_embedding(slow: SlowQueries, database_url: str | None, request: Callable[[], T]) -> tuple[int, T]:
+def held_while_embedding(slow: Holding, database_url: str | None, request: Callable[[], T]) -> tuple[int, T]:
     """How many backends sit 'idle in transaction' while `request` (run in a thread) waits on the slow embedder, and
     what it returned."""
     assert database_url
@@ -79,7 +90,7 @@ def held_while_embedding(slow: SlowQueries, database_url: str | None, request: C
 
 
 def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
-    slow = SlowQueries(embedder)
+    slow = Holding(embedder, queries=lambda _: True)
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"reader {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}/archival"
@@ -90,7 +101,7 @@ def test_a_search_holds_no_transaction_while_its_query_is_embedded(settings: Set
 
 def test_a_recollection_holds_no_transaction_while_its_query_is_embedded(settings: Settings, embedder: Embedder) -> None:
     # A POST that only reads (its query is a body): run as a GET's read is, without BEGIN and COMMIT.
-    slow = SlowQueries(embedder)
+    slow = Holding(embedder, queries=lambda _: True)
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"recaller {uuid.uuid4().hex[:8]}"}).json()
         base = f"/v1/agents/{agent['id']}"
@@ -105,7 +116,7 @@ def test_a_recollection_holds_no_transaction_while_its_query_is_embedded(setting
 def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embedded(
     settings: Settings, embedder: Embedder
 ) -> None:
-    slow = SlowQueries(embedder)
+    slow = Holding(embedder, queries=lambda _: True)
     held: dict[str, int] = {}
     assert settings.database_url
     with checked_client(create_app(settings, embedder=slow)) as client:
@@ -129,20 +140,9 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
     assert held == {"search_archival_memory": 0, "search_conversation_history": 0, "recall_context": 0}
 
 
-class SlowPassages(SlowQueries):
-    """The test embedder, taking its time over passages."""
-
-    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        await self.hold()
-        return await self.inner.embed_passages(texts)
-
-    async def embed_query(self, text: str) -> list[float]:
-        return await self.inner.embed_query(text)
-
-
 def test_storing_passages_holds_no_transaction_while_they_are_embedded(settings: Settings, embedder: Embedder) -> None:
     # Nor a lock: superseding a passage locks the old one only once the new one's vector is ready.
-    slow = SlowPassages(embedder)
+    slow = Holding(embedder, passages=lambda _: True)
     held: dict[str, int] = {}
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"writer {uuid.uuid4().hex[:8]}"}).json()
@@ -215,25 +215,6 @@ def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings
     assert block_reads == ["AUTOCOMMIT", None]
 
 
-class SlowOver(SlowQueries):
-    """The test embedder, holding on to given texts, as passages and as queries (a tool's arguments, not the turn's
-    messages, whose vectors are computed meanwhile)."""
-
-    def __init__(self, embedder: Embedder, passages: set[str], queries: set[str]) -> None:
-        super().__init__(embedder)
-        self.passages, self.queries = passages, queries
-
-    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        if self.passages.intersection(texts):
-            await self.hold()
-        return await self.inner.embed_passages(texts)
-
-    async def embed_query(self, text: str) -> list[float]:
-        if text in self.queries:
-            await self.hold()
-        return await self.inner.embed_query(text)
-
-
 def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embed(
     settings: Settings, embedder: Embedder, llm: ScriptedLLM
 ) -> None:
@@ -242,7 +223,9 @@ def test_a_step_whose_tools_store_or_search_holds_no_transaction_while_they_embe
     created, superseding, passed = "The user's cat Tama is three.", "The user's cat is called Tama.", "The user rides a bike."
     related = "Tama sleeps on the sofa."  # embedded at once as a passage, held as the query of related memories
     searches = {"archival_memory_search": "the cat's name", "conversation_search": "what the cat is called"}
-    slow = SlowOver(embedder, passages={created, superseding, passed}, queries={related, *searches.values()})
+    # a tool's arguments are held, not the turn's messages (their vectors are computed meanwhile)
+    held_passages, held_queries = {created, superseding, passed}, {related, *searches.values()}
+    slow = Holding(embedder, passages=lambda texts: bool(held_passages.intersection(texts)), queries=held_queries.__contains__)
     held: dict[str, int] = {}
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"tool user {uuid.uuid4().hex[:8]}"}).json()
