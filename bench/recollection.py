@@ -241,17 +241,20 @@ def through_api(client: TestClient, sets: dict[str, list[Loaded]]) -> dict[str, 
     for name, loaded in sets.items():
         for one in loaded:
             for q in one.corpus.questions:
+                # asked now, and where the set dates its questions, at that date: "two months ago" is read from it
+                asked = {"": None} | ({", as_of question date": q.asked_at.isoformat()} if q.asked_at else {})
                 for budget in BUDGETS:
-                    body = {"query": q.text, "max_chars": budget, "include_core": False}
-                    response = client.post(f"/v1/agents/{one.agent_id}/recollection", json=body)
-                    assert response.status_code == 200, response.text
-                    found = response.json()
-                    shown = [(uuid.UUID(m["id"]), m["content"]) for m in found["memories"]]
-                    rows = [f"{budget:>4} recollection API"]
-                    if name == "Japanese":  # the issue asks for every question of some kinds
-                        rows.append(f"{budget:>4} recollection API, {q.category}")
-                    for row in rows:
-                        out.setdefault(name, {}).setdefault(row, Tally()).add(one, q, shown, found["chars"])
+                    for when, as_of in asked.items():
+                        body = {"query": q.text, "max_chars": budget, "include_core": False, "as_of": as_of}
+                        response = client.post(f"/v1/agents/{one.agent_id}/recollection", json=body)
+                        assert response.status_code == 200, response.text
+                        found = response.json()
+                        shown = [(uuid.UUID(m["id"]), m["content"]) for m in found["memories"]]
+                        rows = [f"{budget:>4} recollection API{when}"]
+                        if name == "Japanese":  # the issue asks for every question of some kinds
+                            rows.append(f"{budget:>4} recollection API, {q.category}")
+                        for row in rows:
+                            out.setdefault(name, {}).setdefault(row, Tally()).add(one, q, shown, found["chars"])
     return out
 
 

@@ -145,7 +145,8 @@ class Recollector:
                 terms=query_tokens,
             )
 
-        search = SearchQuery(query, k=searched)  # one query, its terms, dates and speakers read once for both
+        # one query, its terms, dates and speakers read once for both; "yesterday" is the day before `as_of`
+        search = SearchQuery(query, k=searched, now=as_of)
 
         async def archival(session: AsyncSession) -> list[Recollection]:
             if "archival" not in kinds:

@@ -41,7 +41,8 @@ class RecollectionRequest(RequestBody):
     as_of: Instant | None = Field(
         default=None,
         description="memory as it stood then: passages valid then (superseded since included), messages said by "
-        "then, core blocks at their revision of then",
+        "then, core blocks at their revision of then; times the message names relative to now (yesterday, two weeks ago) "
+        "are read from it",
     )
     kinds: list[Kind] = Field(
         default=list(KINDS), min_length=1, description="archival (passages) and/or recall (messages); archival alone with `tags`"

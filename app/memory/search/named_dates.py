@@ -6,14 +6,16 @@ A memory from the named time is more likely the one asked about ("What did Gina 
 falls in a span (app/memory/search/hybrid.py). Each span is widened by a day on both sides: the service does not know the
 asker's time zone, and what was said "on the 23rd" may be stored on the 24th in UTC.
 
-Only absolute dates: a relative one ("last week") needs the asker's now and calendar, which a search does not have.
-Not a date library: dateparser's `search_dates` returns points without their granularity ("in 2023" comes back as
+Relative ones ("yesterday", "two weeks ago", 先週) are read against the asker's now by
+app/memory/search/relative_dates.py, and widened alike. Not a date library: dateparser's `search_dates` returns points without their granularity ("in 2023" comes back as
 one day), reads the verb "may" as a month, and takes up to 6 ms a query; these patterns take microseconds."""
 
 import contextlib
 import re
 import unicodedata
 from datetime import UTC, datetime, timedelta
+
+from app.memory.search import relative_dates
 
 MONTHS = "january february march april may june july august september october november december".split()
 _MONTH = "|".join(MONTHS)
@@ -33,11 +35,13 @@ _PATTERNS = (
 )
 
 
-def spans(query: str) -> list[tuple[datetime, datetime]]:
-    """The half-open UTC spans [start, end) of the dates `query` names, each widened by TOLERANCE on both sides."""
+def spans(query: str, now: datetime | None = None) -> list[tuple[datetime, datetime]]:
+    """The half-open UTC spans [start, end) of the dates `query` names, absolute ones and those relative to `now`
+    (the asker's; None: the current time), each widened by TOLERANCE on both sides."""
     text = unicodedata.normalize("NFKC", query)
-    found: list[tuple[datetime, datetime]] = []
-    taken: list[tuple[int, int]] = []
+    relative = relative_dates.spans(text, now or datetime.now(UTC))
+    found = [(start - TOLERANCE, end + TOLERANCE) for _, _, (start, end) in relative]
+    taken = [(start, end) for start, end, _ in relative]
     for granularity, pattern, (y, m, d) in _PATTERNS:
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end in taken):

@@ -24,6 +24,7 @@ class SearchQuery:
     before: datetime | None = None
     mode: Mode = "hybrid"
     asker: named_speakers.Asker = "user"
+    now: datetime | None = None  # the asker's, against which "yesterday" or "two weeks ago" is read; None: the current time
 
     @cached_property
     def terms(self) -> list[str]:
@@ -31,8 +32,8 @@ class SearchQuery:
 
     @cached_property
     def dates(self) -> list[tuple[datetime, datetime]]:
-        """The spans of the dates the text names (named_dates.spans)."""
-        return named_dates.spans(self.text)
+        """The spans of the dates the text names, absolute or relative to `now` (named_dates.spans)."""
+        return named_dates.spans(self.text, self.now)
 
     @cached_property
     def speakers(self) -> list[str]:

@@ -1,0 +1,172 @@
+"""The times a search query names relative to its asker's now, as spans: "yesterday", "two weeks ago", "last
+month", "last Saturday", "in the past two weeks", 昨日, 先週, 3日前, この2週間 (app/memory/search/named_dates.py reads
+the absolute ones and widens every span by a day on both sides).
+
+`now` is the asker's: the moment a turn or a recollection stands at (`as_of`), else the current time. Like a named
+date, a relative one picks out what was *said* then: a memory's `occurred_at` is when it was told, and "What did I
+do last weekend?" is answered by what the user said last weekend. What is named loosely is read as loosely: "two
+months ago" is the month around that day, "two weeks ago" the week around it; "last week", "last month" and "last
+year" are the calendar's (weeks from Monday), "last weekend" the latest Saturday and Sunday before today. "Today" and
+"this week" are not read: what was said today is mostly in front of the model already, and a bonus for all of it
+would push the memory asked about down."""
+
+import re
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
+NUMBER_WORDS = {word: n for n, word in enumerate(_WORDS, start=1)} | {"a": 1, "an": 1, "a couple of": 2, "couple of": 2}
+KANJI_DIGITS = {c: n for n, c in enumerate("一二三四五六七八九", start=1)}
+_NUMBER = r"(\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + ")"
+_KANJI_NUMBER = r"(\d{1,3}|[一二三四五六七八九十]{1,3})"
+# "N units ago" is the unit around that moment: half of it on either side
+_AROUND = {"day": timedelta(0), "week": timedelta(days=3), "month": timedelta(days=15), "year": timedelta(days=182)}
+_JAPANESE_UNITS = {
+    "日": "day",
+    "週間": "week",
+    "か月": "month",
+    "ヶ月": "month",
+    "カ月": "month",
+    "ヵ月": "month",
+    "ケ月": "month",
+    "年": "year",
+}
+_JAPANESE_UNIT = "(" + "|".join(_JAPANESE_UNITS) + ")"
+
+Span = tuple[datetime, datetime]
+
+
+def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
+    """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text;
+    unwidened."""
+    today = now.astimezone(UTC).date()
+    found: list[tuple[int, int, Span]] = []
+    for pattern, read in _PATTERNS:
+        for match in pattern.finditer(text):
+            if any(start <= match.start() < end for start, end, _ in found):
+                continue
+            span = read(match, today)
+            if span is not None:
+                found.append((match.start(), match.end(), span))
+    return found
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _days(first: date, last: date) -> Span:
+    """From the start of `first` to the end of `last`."""
+    return _midnight(first), _midnight(last) + timedelta(days=1)
+
+
+def _months_back(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 - months
+    year, month = divmod(index, 12)
+    following = date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
+    return date(year, month + 1, min(day.day, (following - timedelta(days=1)).day))
+
+
+def _back(today: date, count: int, unit: str) -> date:
+    if unit == "day":
+        return today - timedelta(days=count)
+    if unit == "week":
+        return today - timedelta(weeks=count)
+    return _months_back(today, count * (12 if unit == "year" else 1))
+
+
+def _ago(today: date, count: int, unit: str) -> Span | None:
+    """`count` units before today, as the unit around that day."""
+    if not 0 < count <= 100:
+        return None
+    try:
+        moment = _back(today, count, unit)
+    except (ValueError, OverflowError):
+        return None
+    return _days(moment - _AROUND[unit], moment + _AROUND[unit])
+
+
+def _past(today: date, count: int, unit: str) -> Span | None:
+    """The last `count` units up to today ("in the past two weeks")."""
+    if not 0 < count <= 100:
+        return None
+    try:
+        return _days(_back(today, count, unit), today)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _last(today: date, unit: str, steps: int = 1) -> Span:
+    """The calendar's week (from Monday), month or year `steps` before this one; a weekend: the latest Saturday and
+    Sunday before today."""
+    if unit == "weekend":
+        sunday = today - timedelta(days=today.weekday() + 1)
+        return _days(sunday - timedelta(days=1 + 7 * (steps - 1)), sunday - timedelta(weeks=steps - 1))
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday(), weeks=steps)
+        return _days(monday, monday + timedelta(days=6))
+    if unit == "month":
+        first = _months_back(today.replace(day=1), steps)
+        return _midnight(first), _midnight(_months_back(today.replace(day=1), steps - 1))
+    year = today.year - steps
+    return _midnight(date(year, 1, 1)), _midnight(date(year + 1, 1, 1))
+
+
+def _last_weekday(today: date, weekday: int) -> Span:
+    """The latest such day before today (1 to 7 days ago)."""
+    day = today - timedelta(days=(today.weekday() - weekday - 1) % 7 + 1)
+    return _days(day, day)
+
+
+def _count(word: str) -> int:
+    word = " ".join(word.lower().split())
+    if word.isdigit():
+        return int(word)
+    if word in NUMBER_WORDS:
+        return NUMBER_WORDS[word]
+    tens, _, units = word.rpartition("十")  # 十, 二十, 十二, 二十三; "十" alone or as a leading digit is ten
+    if "十" in word:
+        return (KANJI_DIGITS.get(tens, 1) if tens else 1) * 10 + KANJI_DIGITS.get(units, 0)
+    return KANJI_DIGITS.get(word, 0)
+
+
+def _unit(word: str) -> str:
+    return _JAPANESE_UNITS.get(word) or word.lower().rstrip("s")
+
+
+Reader = Callable[[re.Match[str], date], Span | None]
+_PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
+    # longer phrases first: "the day before yesterday" holds "yesterday", 一昨日 holds 昨日
+    (re.compile(r"\bthe day before yesterday\b|一昨日|おととい", re.I), lambda m, today: _ago(today, 2, "day")),
+    (re.compile(r"\byesterday\b|昨日|きのう|昨晩|昨夜", re.I), lambda m, today: _ago(today, 1, "day")),
+    (re.compile(r"一昨年|おととし"), lambda m, today: _last(today, "year", 2)),
+    (re.compile(r"去年|昨年"), lambda m, today: _last(today, "year")),
+    (re.compile(r"先々週"), lambda m, today: _last(today, "week", 2)),
+    (re.compile(r"先々月"), lambda m, today: _last(today, "month", 2)),
+    (re.compile(r"先週末"), lambda m, today: _last(today, "weekend")),
+    (re.compile(r"先週"), lambda m, today: _last(today, "week")),
+    (re.compile(r"先月"), lambda m, today: _last(today, "month")),
+    (
+        re.compile(rf"\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
+        lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
+    ),
+    # not the "3日" of "5月3日前" (before the 3rd of May)
+    (re.compile(rf"(?<![\d月]){_KANJI_NUMBER}{_JAPANESE_UNIT}前"), lambda m, today: _ago(today, _count(m[1]), _unit(m[2]))),
+    (
+        re.compile(rf"\b(?:the\s+)?(?:past|last)\s+{_NUMBER}\s+(day|week|month|year)s?\b", re.I),
+        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
+    ),
+    (
+        re.compile(rf"(?:この|ここ|過去)\s*{_KANJI_NUMBER}\s*{_JAPANESE_UNIT}(?:間)?"),
+        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
+    ),
+    (
+        re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b", re.I),
+        lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
+    ),
+    (re.compile(r"\b(?:last|this past|the past)\s+weekend\b", re.I), lambda m, today: _last(today, "weekend")),
+    # "last week" is the calendar's, "the past week" the seven days up to today
+    (re.compile(r"\b(?:last|this past)\s+(week|month|year)\b", re.I), lambda m, today: _last(today, m[1].lower())),
+    (re.compile(r"\bpast\s+(week|month|year)\b", re.I), lambda m, today: _past(today, 1, m[1].lower())),
+)
