@@ -131,6 +131,7 @@ class Recollector:
         def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
             margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
             speaker = row.role if isinstance(row, Message) else None
+            written = float(row.seq or 0) if isinstance(row, Message) else row.created_at.timestamp()
             return Recollection(
                 kind,
                 row.id,
@@ -141,6 +142,8 @@ class Recollector:
                 covered,
                 hit.score,
                 speaker,
+                written,
+                hit.answers,
                 min_margin=bar,
                 terms=query_tokens,
             )
@@ -156,7 +159,8 @@ class Recollector:
                 agent_id, search, tags=tags, vector=embedding, validity=validity
             )
             return [
-                recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity)) for m in found
+                recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity, m.answers))
+                for m in found
             ]
 
         async def recall_and_core(session: AsyncSession) -> tuple[list[Recollection], str | None]:

@@ -12,9 +12,10 @@ memory is where its answer would be.
 When some hit is evident, the budget is filled best first (`select`): every evident hit, and the others within
 COMPANY_RATIO of the best hit of their memory (in a conversation the answer is often a short turn that shares
 neither words nor much meaning with the question, and the fused ranking, not the gate, is what finds it); a hit too
-long for what is left gives way to shorter ones after it, and a text already chosen is not repeated (a handed-in
-turn stored twice, the message being answered). They are written under a heading per day (and memory, for earlier
-messages), one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py, chosen
+long for what is left gives way to shorter ones after it, a short reply brings the question it answers when both fit
+("Yes, last summer" means nothing alone), and a text already chosen is not repeated (a handed-in turn stored twice,
+the message being answered). They are written under a heading per day (and memory, for earlier messages), in the
+order they were said, one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py, chosen
 on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
@@ -73,6 +74,8 @@ class Recollection:
     coverage: float
     score: float
     speaker: str | None = None  # a message's role; archival passages have none
+    written: float = 0.0  # where it stands among its memory's rows as they were written (a message's seq)
+    answers: uuid.UUID | None = None  # a short reply's: the short question it answers (app/memory/search/hybrid.py)
     cap: int = memory_chars(BUDGET_CHARS)  # of its content, as shown
     min_margin: float = MIN_MARGIN  # what its query asks of the margin
     terms: frozenset[str] = frozenset()  # the query's lexical terms, around which a long memory is cut
@@ -124,7 +127,8 @@ def select(
     `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
     within `budget` characters as `render` writes them, each within `per_memory` (`memory_chars(budget)` unless
     given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
-    to fit); a text already chosen, or one of `repeats` (the message being answered), is not repeated."""
+    to fit); a reply comes with the question it answers (`Recollection.answers`, one of `hits`) when both fit; a text
+    already chosen, or one of `repeats` (the message being answered), is not repeated."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
@@ -142,22 +146,42 @@ def select(
     chosen: list[Recollection] = []
     headings: set[str] = set()
     used = -1  # the lines' newlines: one fewer than the lines
+
+    def cost(*lines: Recollection) -> int:
+        """What `lines` add to the section, a heading for each day not shown yet."""
+        days = {line.heading for line in lines} - headings
+        return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
+
+    by_id = {h.id: h for h in hits}
     for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
         if _said(hit.content) in seen:
             continue
-        if hit.cap != per_memory and len(hit.content) > min(hit.cap, per_memory):  # else shown alike
-            hit = replace(hit, cap=per_memory)
-        heading = 0 if hit.heading in headings else len(hit.heading) + 1
+        hit = _within(hit, per_memory)
         shown: Recollection | None = hit
-        if not chosen and used + heading + len(hit.item) + 1 > budget:
-            shown = _cut_to(hit, budget - heading - 1)
-        if shown is None or used + heading + len(shown.item) + 1 > budget:
+        if not chosen and used + cost(hit) > budget:
+            shown = _cut_to(hit, budget - cost(hit) + len(hit.item))
+        if shown is None or used + cost(shown) > budget:
             continue
-        chosen.append(shown)
-        seen.add(_said(shown.content))
-        headings.add(shown.heading)
-        used += heading + len(shown.item) + 1
+        # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit
+        question = by_id.get(shown.answers) if shown.answers else None
+        if question is not None and _said(question.content) not in seen:
+            question = _within(question, per_memory)
+            lines = [question, shown] if used + cost(question, shown) <= budget else [shown]
+        else:
+            lines = [shown]
+        used += cost(*lines)
+        for line in lines:
+            chosen.append(line)
+            seen.add(_said(line.content))
+            headings.add(line.heading)
     return chosen
+
+
+def _within(hit: Recollection, per_memory: int) -> Recollection:
+    """The hit shown within `per_memory` characters."""
+    if hit.cap != per_memory and len(hit.content) > min(hit.cap, per_memory):  # else shown alike
+        return replace(hit, cap=per_memory)
+    return hit
 
 
 def _said(text: str) -> str:
@@ -182,13 +206,14 @@ def _best_scores(hits: list[Recollection]) -> dict[str, float]:
 
 
 def arrange(chosen: list[Recollection]) -> list[Recollection]:
-    """In the order `render` writes them: best first under the heading of their day, the day of its best hit placing
-    a heading (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters
-    each, bench/ARCHIVE.md "Memory in the prompt")."""
+    """In the order `render` writes them: under the heading of their day, the day of its best hit placing a heading
+    (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters each,
+    bench/ARCHIVE.md "Memory in the prompt"), and within a day in the order they were said, so that a day's lines
+    read as its conversation did (a reply after its question)."""
     days: dict[str, list[Recollection]] = {}
     for r in chosen:
         days.setdefault(r.heading, []).append(r)
-    return [r for rs in days.values() for r in rs]
+    return [r for rs in days.values() for r in sorted(rs, key=lambda r: (r.occurred_at, r.written))]
 
 
 def render(chosen: list[Recollection]) -> str | None:

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
+from app.memory.archival.service import ArchivalMemory
 from app.memory.recall.service import RecallMemory
 from app.memory.search.query import SearchQuery
 from app.runtime import runtime
@@ -138,6 +139,19 @@ def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: 
     assert 0 <= response.json()["items"][1]["score"] <= 1
     # The vector and text modes rank each row on its own.
     assert search(hand_placed, base, "vector", CONTEST).index(REPLY) > 2
+
+    async def answered() -> dict[str, str | None]:  # each hit's question, as recollection reads it
+        state = runtime(hand_placed.app)
+        agent_id = uuid.UUID(base.split("/")[3])
+        async with state.sessions() as session:
+            found = await ArchivalMemory(session, state.embedder).search(agent_id, SearchQuery(CONTEST, k=10))
+        content = {m.passage.id: m.passage.content for m in found}
+        return {m.passage.content: content.get(m.answers) if m.answers else None for m in found}
+
+    assert hand_placed.portal is not None
+    questions = hand_placed.portal.call(answered)
+    assert questions[REPLY] == ASKED
+    assert all(question is None for line, question in questions.items() if line != REPLY)
 
 
 def test_only_a_question_lends_its_score_to_the_line_after_it(hand_placed: TestClient) -> None:

@@ -106,6 +106,35 @@ def test_what_repeats_goes_in_once_and_what_the_caller_said_not_at_all() -> None
     assert chosen == [answer]
 
 
+def test_a_reply_comes_with_the_question_it_answers_when_both_fit() -> None:
+    asked = hit("Melanie: Did you ever go back to Sweden?", 0.2)
+    reply = replace(hit("Caroline: Yes, last summer!", 0.5, margin=0.1), answers=asked.id)
+    other = hit("Caroline: My grandma's necklace is from Sweden.", 0.45, margin=0.1)
+    # the question scores below the company ratio, yet comes along, before its reply
+    assert select([asked, reply, other]) == [asked, reply, other]
+    # only the reply fits: it goes in alone
+    room = len(recollection_gate.render([reply]) or "")
+    assert select([asked, reply, other], budget=room) == [reply]
+    # a question already chosen, or in front of the caller, is not repeated
+    chosen = select([replace(asked, score=0.6, margin=0.1), reply])
+    assert [r.content for r in chosen] == [asked.content, reply.content]
+    assert select([asked, reply], repeats=[asked.content]) == [reply]
+
+
+def test_a_days_lines_come_in_the_order_they_were_said() -> None:
+    first, second, third = (
+        replace(hit(line, score, margin=0.1), written=float(i))
+        for i, (line, score) in enumerate(
+            [
+                ("Melanie: Did you ever go back to Sweden?", 0.5),
+                ("Caroline: Yes, last summer!", 0.9),
+                ("Melanie: How was it?", 0.7),
+            ]
+        )
+    )
+    assert recollection_gate.arrange([second, third, first]) == [first, second, third]
+
+
 def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
     rendered = recollection_gate.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"

@@ -28,6 +28,7 @@ class PassageMatch:
     passage: ArchivalPassage
     score: float
     similarity: float
+    answers: uuid.UUID | None = None  # a reply's: the passage of the question it answers (hybrid.Hit.answers)
 
 
 class PassageRepository:
@@ -177,4 +178,4 @@ class PassageRepository:
             sequence=("created_at", "id"),
             speaker=SPEAKER_LABEL_SQL,
         )
-        return [PassageMatch(passage, hit.score, hit.similarity) for passage, hit in found]
+        return [PassageMatch(passage, hit.score, hit.similarity, hit.answers) for passage, hit in found]

@@ -48,7 +48,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Float, column, select, text
+from sqlalchemy import Float, Uuid, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -85,6 +85,7 @@ class Hit:
     id: uuid.UUID
     score: float
     similarity: float
+    answers: uuid.UUID | None = None  # a reply's: the question it took part of its score from (`_replies`)
 
 
 def _nearest(table: str, where: str, limit: int, own_index: uuid.UUID | None) -> str:
@@ -178,17 +179,18 @@ def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: f
     REPLY_SHARE x the question's score, up to 1: "Yes, last summer" means nothing without the question before it.
     Long lines stand on their own: an assistant's long answer that ends with "How does that sound?" is not a
     question the next line answers. A reply outside the candidates joins them, its own score computed as theirs
-    were."""
+    were; each reply names its question (`question_id`, the best-scoring one if several), which recollection shows
+    with it."""
     ordered = ", ".join(sequence)
     lead = ", ".join(f"q.{c} AS q_{c}" for c in sequence)
     after = ", ".join(f"l.q_{c}" for c in sequence)
     return f"""
 lead AS (
-    SELECT l.score, {lead}
+    SELECT l.score, q.id AS question_id, {lead}
     FROM (SELECT id, score FROM fused ORDER BY score DESC, id LIMIT {REPLY_LEAD}) l JOIN {table} q ON q.agent_id = :agent_id AND q.id = l.id
     WHERE q.token_count <= {REPLY_MAX_TOKENS} AND q.content ~ '{QUESTION_PATTERN}'
 ), replies AS (
-    SELECT r.id, max(l.score) AS question_score
+    SELECT r.id, max(l.score) AS question_score, (array_agg(l.question_id ORDER BY l.score DESC, l.question_id))[1] AS question_id
     FROM lead l CROSS JOIN LATERAL (
         -- the window is read through the (agent_id, order) index; filtered inside, the planner misjudges how
         -- many rows the filter keeps and sorts every later row of the agent instead (15 ms at 5,000 messages)
@@ -200,11 +202,11 @@ lead AS (
     WHERE r.token_count <= {REPLY_MAX_TOKENS}
     GROUP BY r.id
 ), ranked AS (
-    SELECT id, similarity, score, bonus FROM fused WHERE id NOT IN (SELECT id FROM replies)
+    SELECT id, similarity, score, bonus, NULL::uuid AS question_id FROM fused WHERE id NOT IN (SELECT id FROM replies)
     UNION ALL
     SELECT r.id, coalesce(c.similarity, 0),
            least(own.score + {REPLY_SHARE} * r.question_score, 1),
-           {bonus}
+           {bonus}, r.question_id
     FROM replies r JOIN {table} t ON t.agent_id = :agent_id AND t.id = r.id LEFT JOIN fused f ON f.id = r.id LEFT JOIN bm25 b ON b.id = r.id
     CROSS JOIN norms
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
@@ -227,15 +229,16 @@ def _sql(
         bm25.lexical(table, filters, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode], CENTRE_SHARE[mode], bonus),
     ]
-    ranked = "fused"
+    ranked, question = "fused", "NULL::uuid"
     if mode == "hybrid" and sequence:
         ctes.append(_replies(table, where, sequence, VECTOR_WEIGHT[mode], CENTRE_SHARE[mode], bonus))
-        ranked = "ranked"
+        ranked, question = "ranked", "question_id"
     return f"""
 WITH {", ".join(ctes)}, top AS (
-    SELECT id, similarity, score + bonus AS score FROM {ranked} ORDER BY score + bonus DESC, similarity DESC, id LIMIT :k
+    SELECT id, similarity, score + bonus AS score, {question} AS question_id FROM {ranked}
+    ORDER BY score + bonus DESC, similarity DESC, id LIMIT :k
 )
-SELECT {columns}, top.similarity, top.score FROM top JOIN {table} t ON t.agent_id = :agent_id AND t.id = top.id
+SELECT {columns}, top.similarity, top.score, top.question_id FROM top JOIN {table} t ON t.agent_id = :agent_id AND t.id = top.id
 ORDER BY top.score DESC, top.similarity DESC, top.id
 """
 
@@ -301,7 +304,7 @@ def _columns(model: type[Row]) -> str:
 def _query(model: type[Row], sql: str) -> Any:
     """The ORM statement around the SQL, built once per text (SQLAlchemy parses a text's parameters on each build)."""
     return (
-        select(model, column("similarity", Float), column("score", Float))
+        select(model, column("similarity", Float), column("score", Float), column("question_id", Uuid))
         .options(defer(orm_attribute(model.embedding), raiseload=True))
         .from_statement(text(sql))
     )
@@ -316,4 +319,4 @@ async def hybrid_search(
     # One round trip: the ranked rows come back whole, with their scores.
     found = (await session.execute(_query(model, sql), params)).all()
     SEARCH_SECONDS.labels(table_of(model).name).observe(time.perf_counter() - started)
-    return [(row, Hit(row.id, score, similarity)) for row, similarity, score in found]
+    return [(row, Hit(row.id, score, similarity, question)) for row, similarity, score, question in found]
