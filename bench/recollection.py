@@ -229,6 +229,7 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                         for share in DESIGNS:
                             per_memory = recollection_gate.memory_chars(budget, share)
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
+                        methods["design: a reply without its question"] = select(searched, budget=budget, questions=False)
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:

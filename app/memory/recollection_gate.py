@@ -15,8 +15,8 @@ neither words nor much meaning with the question, and the fused ranking, not the
 long for what is left gives way to shorter ones after it, a short reply brings the question it answers when both fit
 ("Yes, last summer" means nothing alone), and a text already chosen is not repeated (a handed-in turn stored twice,
 the message being answered). They are written under a heading per day (and memory, for earlier messages), in the
-order they were said, one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py, chosen
-on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
+order they were said, one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py,
+chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
 
 import uuid
 from collections.abc import Iterable, Sequence
@@ -122,13 +122,15 @@ def select(
     evident_ratio: float = EVIDENT_RATIO,
     repeats: Iterable[str] = (),
     per_memory: int | None = None,
+    questions: bool = True,
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
     `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
     within `budget` characters as `render` writes them, each within `per_memory` (`memory_chars(budget)` unless
     given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
-    to fit); a reply comes with the question it answers (`Recollection.answers`, one of `hits`) when both fit; a text
-    already chosen, or one of `repeats` (the message being answered), is not repeated."""
+    to fit); a reply comes with the question it answers (`Recollection.answers`, one of `hits`) when both fit (unless
+    not `questions`: a design bench/recollection.py weighs); a text already chosen, or one of `repeats` (the message
+    being answered), is not repeated."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
@@ -152,7 +154,7 @@ def select(
         days = {line.heading for line in lines} - headings
         return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
 
-    by_id = {h.id: h for h in hits}
+    by_id = {h.id: h for h in hits} if questions else {}
     for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
         if _said(hit.content) in seen:
             continue

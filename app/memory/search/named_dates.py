@@ -7,8 +7,9 @@ falls in a span (app/memory/search/hybrid.py). Each span is widened by a day on 
 asker's time zone, and what was said "on the 23rd" may be stored on the 24th in UTC.
 
 Relative ones ("yesterday", "two weeks ago", 先週) are read against the asker's now by
-app/memory/search/relative_dates.py, and widened alike. Not a date library: dateparser's `search_dates` returns points without their granularity ("in 2023" comes back as
-one day), reads the verb "may" as a month, and takes up to 6 ms a query; these patterns take microseconds."""
+app/memory/search/relative_dates.py, and widened alike. Not a date library: dateparser's `search_dates` returns
+points without their granularity ("in 2023" comes back as one day), reads the verb "may" as a month, and takes up to
+6 ms a query; these patterns take microseconds."""
 
 import contextlib
 import re

@@ -2,7 +2,7 @@
 month", "last Saturday", "in the past two weeks", 昨日, 先週, 3日前, この2週間 (app/memory/search/named_dates.py reads
 the absolute ones and widens every span by a day on both sides).
 
-`now` is the asker's: the moment a turn or a recollection stands at (`as_of`), else the current time. Like a named
+`now` is the asker's: the moment a recollection stands at (its `as_of`), else the current time. Like a named
 date, a relative one picks out what was *said* then: a memory's `occurred_at` is when it was told, and "What did I
 do last weekend?" is answered by what the user said last weekend. What is named loosely is read as loosely: "two
 months ago" is the month around that day, "two weeks ago" the week around it; "last week", "last month" and "last
