@@ -18,10 +18,10 @@ async def recollect(
     agent: AgentDep, body: RecollectionRequest, recollector: RecollectorDep, settings: SettingsDep
 ) -> RecollectionRead:
     """The memory an LLM should see before it answers `query` (or the last user message of `messages`): core memory,
-    then the archival passages and earlier messages that bear on it, best first, within `max_chars` characters, as a
-    prompt-ready `text` (memories framed as data, one line each, under the day they are dated) and as a list. Nothing
-    is recollected when memory holds nothing about the message; superseded passages only `as_of` a time they were
-    valid."""
+    then the archival passages and earlier messages that bear on it, the best that fit within `max_chars` characters,
+    as a prompt-ready `text` (memories framed as data, one line each, under the day they are dated, in the order they
+    were said) and as a list in the same order. Nothing is recollected when memory holds nothing about the message;
+    superseded passages only `as_of` a time they were valid."""
     recalled = await recollector.recall(
         agent.id,
         body.search_text,

@@ -219,8 +219,8 @@ def build_server(
         ] = None,
     ) -> RecollectionRead:
         """What an agent remembers that bears on a message, ready to put in front of a model before it answers: core
-        memory, then the archival passages and earlier conversation lines that apply, best first, dated, within
-        `max_chars` characters (`text`; the same memories as a list in `memories`). Empty when memory holds nothing
+        memory, then the archival passages and earlier conversation lines that apply (the best that fit), under the day
+        they are dated in the order they were said, within `max_chars` characters (`text`; the same memories as a list in `memories`). Empty when memory holds nothing
         about the message. Use it before answering a user with your own model; `query` is the user's message."""
         caller = caller_of(ctx)
         try:
