@@ -199,7 +199,7 @@ async def search_or_list_passages(
     validity = Validity(as_of=as_of, include_superseded=include_superseded)
     tag_list = split_tags(tags)
     if query is not None:
-        search = SearchQuery(query, k=k, after=after, before=before, mode=mode)
+        search = SearchQuery(query, k=k, after=after, before=before, mode=mode, now=as_of)  # "yesterday": before as_of
         matches = await archival.search(agent.id, search, tags=tag_list, min_score=min_score, validity=validity)
         return Page[PassageRead](items=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
     page, next_cursor = await archival.page(

@@ -124,7 +124,7 @@ def select(
     per_memory: int | None = None,
     questions: bool = True,
 ) -> list[Recollection]:
-    """The hits that go into the prompt, best first: none unless one is evident; then the evident ones within
+    """The hits that go into the prompt, best first (a reply's question after it): none unless one is evident; then the evident ones within
     `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
     within `budget` characters as `render` writes them, each within `per_memory` (`memory_chars(budget)` unless
     given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
@@ -164,11 +164,12 @@ def select(
             shown = _cut_to(hit, budget - cost(hit) + len(hit.item))
         if shown is None or used + cost(shown) > budget:
             continue
-        # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit
+        # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit (after
+        # it here, so that the reply's day places the heading; `arrange` puts the question first within a day)
         question = by_id.get(shown.answers) if shown.answers else None
         if question is not None and _said(question.content) not in seen:
             question = _within(question, per_memory)
-            lines = [question, shown] if used + cost(question, shown) <= budget else [shown]
+            lines = [shown, question] if used + cost(shown, question) <= budget else [shown]
         else:
             lines = [shown]
         used += cost(*lines)

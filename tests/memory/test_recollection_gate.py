@@ -107,11 +107,12 @@ def test_what_repeats_goes_in_once_and_what_the_caller_said_not_at_all() -> None
 
 
 def test_a_reply_comes_with_the_question_it_answers_when_both_fit() -> None:
-    asked = hit("Melanie: Did you ever go back to Sweden?", 0.2)
-    reply = replace(hit("Caroline: Yes, last summer!", 0.5, margin=0.1), answers=asked.id)
+    asked = replace(hit("Melanie: Did you ever go back to Sweden?", 0.2), written=1.0)
+    reply = replace(hit("Caroline: Yes, last summer!", 0.5, margin=0.1), answers=asked.id, written=2.0)
     other = hit("Caroline: My grandma's necklace is from Sweden.", 0.45, margin=0.1)
-    # the question scores below the company ratio, yet comes along, before its reply
-    assert select([asked, reply, other]) == [asked, reply, other]
+    # the question scores below the company ratio, yet comes along with its reply, and is written before it
+    assert select([asked, reply, other]) == [reply, asked, other]
+    assert recollection_gate.arrange([reply, asked, other]) == [other, asked, reply]
     # only the reply fits: it goes in alone
     room = len(recollection_gate.render([reply]) or "")
     assert select([asked, reply, other], budget=room) == [reply]
@@ -119,6 +120,23 @@ def test_a_reply_comes_with_the_question_it_answers_when_both_fit() -> None:
     chosen = select([replace(asked, score=0.6, margin=0.1), reply])
     assert [r.content for r in chosen] == [asked.content, reply.content]
     assert select([asked, reply], repeats=[asked.content]) == [reply]
+    # an evident question that scores below its reply comes once, with it
+    evident = replace(asked, margin=0.1)
+    assert select([evident, reply, other]) == [reply, evident, other]
+
+
+def test_the_reply_places_its_days_heading_and_its_question_comes_first_within_the_day() -> None:
+    asked = replace(hit("Melanie: Did you ever go back to Sweden?", 0.2), occurred_at=datetime(2026, 4, 30, tzinfo=UTC))
+    reply = replace(hit("Caroline: Yes, last summer!", 0.9, margin=0.1), answers=asked.id, written=1.0)
+    earlier = replace(hit("Caroline: Sweden was lovely.", 0.5, margin=0.1), occurred_at=datetime(2026, 4, 30, tzinfo=UTC))
+    chosen = select([asked, reply, earlier])
+    assert recollection_gate.render(chosen) == (
+        "[2026-05-01]\n- Caroline: Yes, last summer!\n[2026-04-30]\n- Melanie: Did you ever go back to Sweden?\n"
+        "- Caroline: Sweden was lovely."
+    )
+    # on the same day, the question comes before its reply
+    same_day = replace(asked, written=0.0, occurred_at=WHEN)
+    assert recollection_gate.arrange(select([same_day, reply])) == [same_day, reply]
 
 
 def test_a_days_lines_come_in_the_order_they_were_said() -> None:
@@ -135,7 +153,7 @@ def test_a_days_lines_come_in_the_order_they_were_said() -> None:
     assert recollection_gate.arrange([second, third, first]) == [first, second, third]
 
 
-def test_the_rendering_labels_and_dates_each_memory_once_per_day_best_first() -> None:
+def test_the_rendering_labels_and_dates_each_memory_once_per_day() -> None:
     rendered = recollection_gate.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"
     assert recollection_gate.render([]) is None

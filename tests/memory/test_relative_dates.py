@@ -54,12 +54,59 @@ def test_words_that_name_no_past_time_name_none() -> None:
         "What should I cook today?",  # today's talk is mostly in front of the model already
         "What am I doing this week?",
         "Remind me in two weeks",  # ahead, not ago
-        "5月3日前に届く？",  # before the 3rd of May, not three days ago
-        "数日前",  # no number to read
         "What did I do 1000 years ago?",  # beyond any memory
         "last",
+        # a part of something named, not a time before now
+        "my last year of college",
+        "the last week of June",
+        "the last three days of our trip",
+        "the last Friday of the month",
+        "his last week",
+        "5月3日前に届く？",  # before the 3rd of May
+        "誕生日の3日前に",  # three days before a birthday
+        "10日前後で届く",  # in about ten days
+        "1年前期の授業",  # a first year's first term
+        "この2年生",  # this second-year student
+        "数日前",  # no number to read
     ):
         assert spans(query, NOW) == [], query
+
+
+def within(first: date, last: date) -> list[tuple[datetime, datetime]]:
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC) - TOLERANCE
+    return [(start, datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1) + TOLERANCE)]
+
+
+def test_the_calendar_turns_at_mondays_month_ends_and_years() -> None:
+    sunday, monday = datetime(2023, 4, 2, 9, tzinfo=UTC), datetime(2023, 4, 3, 9, tzinfo=UTC)
+    assert spans("last week", sunday) == within(date(2023, 3, 20), date(2023, 3, 26))
+    assert spans("last week", monday) == within(date(2023, 3, 27), date(2023, 4, 2))
+    assert spans("last weekend", sunday) == within(date(2023, 3, 25), date(2023, 3, 26))
+    assert spans("last weekend", monday) == within(date(2023, 4, 1), date(2023, 4, 2))
+    march_31 = datetime(2023, 3, 31, 9, tzinfo=UTC)
+    assert spans("a month ago", march_31) == within(date(2023, 2, 13), date(2023, 3, 15))  # around 28 February
+    assert spans("in the last month", march_31) == within(date(2023, 2, 28), date(2023, 3, 31))
+    january = datetime(2024, 1, 10, tzinfo=UTC)
+    assert spans("last month", january) == within(date(2023, 12, 1), date(2023, 12, 31))
+    assert spans("先々月", january) == within(date(2023, 11, 1), date(2023, 11, 30))
+    # 28 February 2023 (no 29th), and half a year around it
+    assert spans("a year ago", datetime(2024, 2, 29, tzinfo=UTC)) == within(date(2022, 8, 30), date(2023, 8, 29))
+
+
+def test_a_now_at_the_ends_of_the_calendar_names_nothing_it_cannot() -> None:
+    for now in (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)):
+        for query in (
+            "last year",
+            "去年",
+            "last week",
+            "先週",
+            "last Friday",
+            "yesterday",
+            "3 days ago",
+            "in the past two weeks",
+        ):
+            for start, stop in spans(query, now):
+                assert start < stop, (query, now)
 
 
 def test_relative_and_absolute_dates_count_alike() -> None:
@@ -71,6 +118,7 @@ def test_relative_and_absolute_dates_count_alike() -> None:
 
 
 def test_without_a_now_the_current_time_is_the_askers() -> None:
-    today = datetime.now(UTC).date()
-    yesterday = datetime(today.year, today.month, today.day, tzinfo=UTC) - timedelta(days=1)
-    assert spans("What did I say yesterday?") == [(yesterday - TOLERANCE, yesterday + timedelta(days=1) + TOLERANCE)]
+    before = datetime.now(UTC).date()
+    found = spans("What did I say yesterday?")
+    after = datetime.now(UTC).date()  # a test run across midnight reads either day
+    assert found in [within(today - timedelta(days=1), today - timedelta(days=1)) for today in (before, after)]

@@ -21,7 +21,7 @@ from app.memory.search import relative_dates
 MONTHS = "january february march april may june july august september october november december".split()
 _MONTH = "|".join(MONTHS)
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-TOLERANCE = timedelta(days=1)
+TOLERANCE = relative_dates.WIDENED
 
 # (granularity, pattern, year/month/day groups) — day patterns first: a month pattern must not take their text.
 _PATTERNS = (
@@ -40,8 +40,8 @@ def spans(query: str, now: datetime | None = None) -> list[tuple[datetime, datet
     """The half-open UTC spans [start, end) of the dates `query` names, absolute ones and those relative to `now`
     (the asker's; None: the current time), each widened by TOLERANCE on both sides."""
     text = unicodedata.normalize("NFKC", query)
-    relative = relative_dates.spans(text, now or datetime.now(UTC))
-    found = [(start - TOLERANCE, end + TOLERANCE) for _, _, (start, end) in relative]
+    relative = relative_dates.spans(text, now or datetime.now(UTC))  # widened already
+    found = [span for _, _, span in relative]
     taken = [(start, end) for start, end, _ in relative]
     for granularity, pattern, (y, m, d) in _PATTERNS:
         for match in pattern.finditer(text):

@@ -6,17 +6,20 @@ the absolute ones and widens every span by a day on both sides).
 date, a relative one picks out what was *said* then: a memory's `occurred_at` is when it was told, and "What did I
 do last weekend?" is answered by what the user said last weekend. What is named loosely is read as loosely: "two
 months ago" is the month around that day, "two weeks ago" the week around it; "last week", "last month" and "last
-year" are the calendar's (weeks from Monday), "last weekend" the latest Saturday and Sunday before today. "Today" and
-"this week" are not read: what was said today is mostly in front of the model already, and a bonus for all of it
-would push the memory asked about down."""
+year" are the calendar's (weeks from Monday) and "the last week" the seven days up to today, "last weekend" the latest
+Saturday and Sunday before today. "Today" and "this week" name no span of their own: what was said today is mostly
+in front of the model already, and a bonus for all of it would push the memory asked about down (a day's widening
+for time zones still reaches into today from yesterday)."""
 
+import contextlib
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
-NUMBER_WORDS = {word: n for n, word in enumerate(_WORDS, start=1)} | {"a": 1, "an": 1, "a couple of": 2, "couple of": 2}
+NUMBER_WORDS = {word: n for n, word in enumerate(_WORDS, start=1)}
+NUMBER_WORDS |= {"a": 1, "an": 1, "a couple of": 2, "a couple": 2, "couple of": 2}
 KANJI_DIGITS = {c: n for n, c in enumerate("一二三四五六七八九", start=1)}
 _NUMBER = r"(\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + ")"
 _KANJI_NUMBER = r"(\d{1,3}|[一二三四五六七八九十]{1,3})"
@@ -35,20 +38,23 @@ _JAPANESE_UNITS = {
 _JAPANESE_UNIT = "(" + "|".join(_JAPANESE_UNITS) + ")"
 
 Span = tuple[datetime, datetime]
+MAX_COUNT = 100  # "1000 years ago" is beyond any memory
+WIDENED = timedelta(days=1)  # as named_dates.TOLERANCE: the asker's time zone is not known
 
 
 def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
     """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text;
-    unwidened."""
+    unwidened. A time outside the calendar (`now` near year 1 or 9999) names none."""
     today = now.astimezone(UTC).date()
     found: list[tuple[int, int, Span]] = []
     for pattern, read in _PATTERNS:
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end, _ in found):
                 continue
-            span = read(match, today)
-            if span is not None:
-                found.append((match.start(), match.end(), span))
+            with contextlib.suppress(ValueError, OverflowError):
+                span = read(match, today)
+                if span is not None:
+                    found.append((match.start(), match.end(), (span[0] - WIDENED, span[1] + WIDENED)))
     return found
 
 
@@ -78,23 +84,15 @@ def _back(today: date, count: int, unit: str) -> date:
 
 def _ago(today: date, count: int, unit: str) -> Span | None:
     """`count` units before today, as the unit around that day."""
-    if not 0 < count <= 100:
+    if not 0 < count <= MAX_COUNT:
         return None
-    try:
-        moment = _back(today, count, unit)
-    except (ValueError, OverflowError):
-        return None
+    moment = _back(today, count, unit)
     return _days(moment - _AROUND[unit], moment + _AROUND[unit])
 
 
 def _past(today: date, count: int, unit: str) -> Span | None:
     """The last `count` units up to today ("in the past two weeks")."""
-    if not 0 < count <= 100:
-        return None
-    try:
-        return _days(_back(today, count, unit), today)
-    except (ValueError, OverflowError):
-        return None
+    return _days(_back(today, count, unit), today) if 0 < count <= MAX_COUNT else None
 
 
 def _last(today: date, unit: str, steps: int = 1) -> Span:
@@ -102,7 +100,7 @@ def _last(today: date, unit: str, steps: int = 1) -> Span:
     Sunday before today."""
     if unit == "weekend":
         sunday = today - timedelta(days=today.weekday() + 1)
-        return _days(sunday - timedelta(days=1 + 7 * (steps - 1)), sunday - timedelta(weeks=steps - 1))
+        return _days(sunday - timedelta(days=1), sunday)
     if unit == "week":
         monday = today - timedelta(days=today.weekday(), weeks=steps)
         return _days(monday, monday + timedelta(days=6))
@@ -111,6 +109,15 @@ def _last(today: date, unit: str, steps: int = 1) -> Span:
         return _midnight(first), _midnight(_months_back(today.replace(day=1), steps - 1))
     year = today.year - steps
     return _midnight(date(year, 1, 1)), _midnight(date(year + 1, 1, 1))
+
+
+def _calendar_or_rolling(match: re.Match[str], today: date) -> Span | None:
+    """ "last week" is the calendar's, "the last week" (as "the past week") the seven days up to today, and "my last
+    year" (of school) no time at all."""
+    before, unit = (match[1] or "").lower(), match[2].lower()
+    if before == "the":
+        return _past(today, 1, unit)
+    return None if before else _last(today, unit)
 
 
 def _last_weekday(today: date, weekday: int) -> Span:
@@ -136,10 +143,14 @@ def _unit(word: str) -> str:
 
 
 Reader = Callable[[re.Match[str], date], Span | None]
+# "the last week of June", "the last three days of our trip", "last Friday of the month": a part of something named,
+# not a time before now
+_NOT_OF = r"(?!\s+(?:of|in|at|before|after)\b)"
+_POSSESSIVE = r"(?:(the|my|his|her|its|our|their|your)\s+)?"
 _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
     # longer phrases first: "the day before yesterday" holds "yesterday", 一昨日 holds 昨日
     (re.compile(r"\bthe day before yesterday\b|一昨日|おととい", re.I), lambda m, today: _ago(today, 2, "day")),
-    (re.compile(r"\byesterday\b|昨日|きのう|昨晩|昨夜", re.I), lambda m, today: _ago(today, 1, "day")),
+    (re.compile(r"\byesterday\b|\blast night\b|昨日|きのう|昨晩|昨夜", re.I), lambda m, today: _ago(today, 1, "day")),
     (re.compile(r"一昨年|おととし"), lambda m, today: _last(today, "year", 2)),
     (re.compile(r"去年|昨年"), lambda m, today: _last(today, "year")),
     (re.compile(r"先々週"), lambda m, today: _last(today, "week", 2)),
@@ -151,22 +162,26 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
         re.compile(rf"\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
         lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
     ),
-    # not the "3日" of "5月3日前" (before the 3rd of May)
-    (re.compile(rf"(?<![\d月]){_KANJI_NUMBER}{_JAPANESE_UNIT}前"), lambda m, today: _ago(today, _count(m[1]), _unit(m[2]))),
+    # not "5月3日前" (before the 3rd of May), "誕生日の3日前" (three days before a birthday), "10日前後" (about ten
+    # days), "1年前期" (a first year's first term)
     (
-        re.compile(rf"\b(?:the\s+)?(?:past|last)\s+{_NUMBER}\s+(day|week|month|year)s?\b", re.I),
+        re.compile(rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前(?![後期半])"),
+        lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
+    ),
+    (
+        re.compile(rf"\b(?:the\s+)?(?:past|last)\s+{_NUMBER}\s+(day|week|month|year)s?\b{_NOT_OF}", re.I),
+        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
+    ),
+    # not "この2年生" (this second-year student)
+    (
+        re.compile(rf"(?:この|ここ|過去)\s*{_KANJI_NUMBER}\s*{_JAPANESE_UNIT}(?!生)"),
         lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
     ),
     (
-        re.compile(rf"(?:この|ここ|過去)\s*{_KANJI_NUMBER}\s*{_JAPANESE_UNIT}(?:間)?"),
-        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
-    ),
-    (
-        re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b", re.I),
+        re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b{_NOT_OF}", re.I),
         lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
     ),
-    (re.compile(r"\b(?:last|this past|the past)\s+weekend\b", re.I), lambda m, today: _last(today, "weekend")),
-    # "last week" is the calendar's, "the past week" the seven days up to today
-    (re.compile(r"\b(?:last|this past)\s+(week|month|year)\b", re.I), lambda m, today: _last(today, m[1].lower())),
-    (re.compile(r"\bpast\s+(week|month|year)\b", re.I), lambda m, today: _past(today, 1, m[1].lower())),
+    (re.compile(rf"\b(?:last|this past|the past)\s+weekend\b{_NOT_OF}", re.I), lambda m, today: _last(today, "weekend")),
+    (re.compile(rf"\b{_POSSESSIVE}last\s+(week|month|year)\b{_NOT_OF}", re.I), _calendar_or_rolling),
+    (re.compile(rf"\b(?:this\s+)?past\s+(week|month|year)\b{_NOT_OF}", re.I), lambda m, today: _past(today, 1, m[1].lower())),
 )
