@@ -64,6 +64,9 @@ MEMORIES = "<memories>\n"
 # The selection's designs scored offline: the share of the budget one memory may take (its excerpt 0.9 of that);
 # the shipped one is recollection_gate.MEMORY_SHARE.
 DESIGNS = (0.11, 0.15, 0.18, 0.2, 0.22, 0.25, 0.3, 0.4)
+# The longest reply that brings the question it answers (0: none does); the shipped one is
+# recollection_gate.QUESTIONED_CHARS.
+QUESTIONED = (0, 30, 45, 60, 80, 120, 200)
 HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and what (a) and (b) pack)
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
 
@@ -229,7 +232,10 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                         for share in DESIGNS:
                             per_memory = recollection_gate.memory_chars(budget, share)
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
-                        methods["design: a reply without its question"] = select(searched, budget=budget, questions=False)
+                        for chars in QUESTIONED:
+                            methods[f"design: a reply of <= {chars:>3} chars brings its question"] = select(
+                                searched, budget=budget, questioned=chars
+                            )
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:

@@ -55,6 +55,9 @@ MIN_MEMORY_CHARS = 80
 MAX_BUDGET_CHARS = 20_000  # what one request may ask for
 MIN_SEARCHED, MAX_SEARCHED = 30, 100  # hits searched per memory: enough to fill the budget with short ones
 CHARS_PER_SEARCHED = 50
+# A reply this short comes with the question it answers ("Yes, last summer" means nothing alone); a longer one says
+# what it is about. Chosen with bench/recollection.py (bench/README.md).
+QUESTIONED_CHARS = 10_000
 SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
@@ -122,15 +125,15 @@ def select(
     evident_ratio: float = EVIDENT_RATIO,
     repeats: Iterable[str] = (),
     per_memory: int | None = None,
-    questions: bool = True,
+    questioned: int = QUESTIONED_CHARS,
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first (a reply's question after it): none unless one is evident; then the evident ones within
     `evident_ratio` of the best evident score of their memory and the others within `company` of its best score,
     within `budget` characters as `render` writes them, each within `per_memory` (`memory_chars(budget)` unless
     given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
-    to fit); a reply comes with the question it answers (`Recollection.answers`, one of `hits`) when both fit (unless
-    not `questions`: a design bench/recollection.py weighs); a text already chosen, or one of `repeats` (the message
-    being answered), is not repeated."""
+    to fit); a reply of at most `questioned` characters comes with the question it answers (`Recollection.answers`,
+    one of `hits`) when both fit; a text already chosen, or one of `repeats` (the message being answered), is not
+    repeated."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
@@ -154,7 +157,7 @@ def select(
         days = {line.heading for line in lines} - headings
         return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
 
-    by_id = {h.id: h for h in hits} if questions else {}
+    by_id = {h.id: h for h in hits}
     for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
         if _said(hit.content) in seen:
             continue
@@ -166,7 +169,7 @@ def select(
             continue
         # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit (after
         # it here, so that the reply's day places the heading; `arrange` puts the question first within a day)
-        question = by_id.get(shown.answers) if shown.answers else None
+        question = by_id.get(shown.answers) if shown.answers and len(shown.content) <= questioned else None
         if question is not None and _said(question.content) not in seen:
             question = _within(question, per_memory)
             lines = [shown, question] if used + cost(shown, question) <= budget else [shown]

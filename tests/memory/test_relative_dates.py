@@ -41,6 +41,9 @@ NOW = datetime(2023, 4, 1, 16, 8, tzinfo=UTC)  # a Saturday
         ("How many times did I bake egg tarts in the past two weeks?", date(2023, 3, 18), date(2023, 4, 1)),
         ("この2週間で何回走った？", date(2023, 3, 18), date(2023, 4, 1)),
         ("in the past week", date(2023, 3, 25), date(2023, 4, 1)),
+        # since a time ago: from then up to today
+        ("How many pieces have I written since I started writing again three weeks ago?", date(2023, 3, 11), date(2023, 4, 1)),
+        ("3週間前から何本書いた？", date(2023, 3, 11), date(2023, 4, 1)),
     ],
 )
 def test_a_relative_time_is_read_against_the_askers_now(query: str, first: date, last: date) -> None:

@@ -158,6 +158,15 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
     (re.compile(r"先週末"), lambda m, today: _last(today, "weekend")),
     (re.compile(r"先週"), lambda m, today: _last(today, "week")),
     (re.compile(r"先月"), lambda m, today: _last(today, "month")),
+    # "since I started again three weeks ago", "3週間前から": from then up to today
+    (
+        re.compile(rf"\bsince\b[^.?!;]{{0,80}}?\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
+        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
+    ),
+    (
+        re.compile(rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前から"),
+        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
+    ),
     (
         re.compile(rf"\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
         lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
