@@ -207,9 +207,11 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
     engine = db.create_engine(url)
     sessions = db.session_factory(engine)
     out: dict[str, dict[str, Tally]] = {}
+    questioned: dict[str, int] = {}  # lines the shipped design adds as a reply's question, at every budget
     try:
         for name, loaded in sets.items():
             tallies = out.setdefault(name, {})
+            questioned[name] = 0
             for one in loaded:
                 assert one.index is not None
                 for q in one.corpus.questions:
@@ -236,10 +238,13 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                             methods[f"design: a reply of <= {chars:>3} chars brings its question"] = select(
                                 searched, budget=budget, questioned=chars
                             )
+                        alone = {r.id for r in select(searched, budget=budget, questioned=0)}
+                        questioned[name] += sum(r.id not in alone for r in select(searched, budget=budget))
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:
         await engine.dispose()
+    print("lines brought in as a reply's question (shipped design, all budgets):", questioned)
     return out
 
 

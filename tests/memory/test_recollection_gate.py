@@ -120,6 +120,9 @@ def test_a_reply_comes_with_the_question_it_answers_when_both_fit() -> None:
     chosen = select([replace(asked, score=0.6, margin=0.1), reply])
     assert [r.content for r in chosen] == [asked.content, reply.content]
     assert select([asked, reply], repeats=[asked.content]) == [reply]
+    # a reply long enough to say what it is about stands alone
+    told = replace(reply, content="Caroline: Yes, I went back to Sweden last summer to see my grandmother in Malmö.")
+    assert select([asked, told, other]) == [told, other]
     # an evident question that scores below its reply comes once, with it
     evident = replace(asked, margin=0.1)
     assert select([evident, reply, other]) == [reply, evident, other]
