@@ -1,6 +1,6 @@
 """The times a search query names relative to its asker's now, as spans: "yesterday", "two weeks ago", "last
 month", "last Saturday", "in the past two weeks", 昨日, 先週, 3日前, この2週間 (app/memory/search/named_dates.py reads
-the absolute ones and widens every span by a day on both sides).
+the absolute ones), each widened by a day on both sides as the absolute ones are.
 
 `now` is the asker's: the moment a recollection stands at (its `as_of`), else the current time. Like a named
 date, a relative one picks out what was *said* then: a memory's `occurred_at` is when it was told, and "What did I
@@ -43,8 +43,8 @@ WIDENED = timedelta(days=1)  # as named_dates.TOLERANCE: the asker's time zone i
 
 
 def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
-    """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text;
-    unwidened. A time outside the calendar (`now` near year 1 or 9999) names none."""
+    """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text,
+    widened by WIDENED. A time outside the calendar (`now` near year 1 or 9999) names none."""
     today = now.astimezone(UTC).date()
     found: list[tuple[int, int, Span]] = []
     for pattern, read in _PATTERNS:
