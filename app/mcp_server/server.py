@@ -217,14 +217,23 @@ def build_server(
             list[str] | None,
             Field(max_length=MAX_TAGS, description="only archival passages carrying all these tags (no messages then)"),
         ] = None,
+        as_of: Annotated[
+            str | None,
+            Field(
+                description="ISO 8601: memory as it stood then (passages valid then, messages said by then); relative "
+                "times in the query (yesterday, two weeks ago) are read from it"
+            ),
+        ] = None,
     ) -> RecollectionRead:
         """What an agent remembers that bears on a message, ready to put in front of a model before it answers: core
         memory, then the archival passages and earlier conversation lines that apply (the best that fit), under the day
-        they are dated in the order they were said, within `max_chars` characters (`text`; the same memories as a list in `memories`). Empty when memory holds nothing
-        about the message. Use it before answering a user with your own model; `query` is the user's message."""
+        they are dated in the order they were said, within `max_chars` characters (`text`; the same memories as a list
+        in `memories`). Empty when memory holds nothing about the message. Use it before answering a user with your
+        own model; `query` is the user's message."""
         caller = caller_of(ctx)
         try:
-            request = RecollectionRequest(query=query, max_chars=max_chars, include_core=include_core, tags=tags)
+            given = {"query": query, "max_chars": max_chars, "include_core": include_core, "tags": tags, "as_of": as_of}
+            request = RecollectionRequest.model_validate(given)
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
         async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
@@ -236,6 +245,7 @@ def build_server(
                 budget=max_chars or caller.runtime.settings.recollection_chars,
                 kinds=request.kinds,
                 tags=request.tags,
+                as_of=request.as_of,
                 repeats=request.said,
                 include_core=include_core,
             )

@@ -199,6 +199,11 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
         client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user's dog is called Pochi.", "tags": ["pets"]})
         pets = await use(session, "recall_context", agent_id=agent["id"], query="What are my pets called?", tags=["pets"])
         assert [m["content"] for m in pets["memories"]] == ["The user's dog is called Pochi."]
+        # as memory stood in 2000, before any of it was stored
+        then = await use(session, "recall_context", agent_id=agent["id"], query="What is my cat called?", as_of="2000-01-01")
+        assert then["memories"] == [] and "Name: Aiko" not in then["text"]
+        not_a_time = await session.call_tool("recall_context", {"agent_id": agent["id"], "query": "cats", "as_of": "soon"})
+        assert "invalid_request" in error_text(not_a_time)
         nothing = await use(session, "recall_context", agent_id=agent["id"], query="Who wrote Pride and Prejudice?")
         assert nothing["memories"] == [] and "<memories>" not in nothing["text"]
         blank = await session.call_tool("recall_context", {"agent_id": agent["id"], "query": "   "})
@@ -206,7 +211,7 @@ async def test_recall_context_hands_over_what_the_rest_api_does(client: TestClie
         unknown = await session.call_tool("recall_context", {"agent_id": str(uuid.uuid4()), "query": "cats"})
         assert "not_found" in error_text(unknown)
     after = client.get("/metrics").text
-    for outcome, times in (("memories", 2), ("gated", 1)):  # counted as MCP's, apart from the REST call's
+    for outcome, times in (("memories", 2), ("gated", 1), ("empty", 1)):  # counted as MCP's, apart from the REST call's
         counted = [metric(text, "engram_recollections_total", caller="mcp", outcome=outcome) for text in (before, after)]
         assert counted[1] - counted[0] == times
 
