@@ -131,10 +131,10 @@ def select(
     """The hits that go into the prompt, best first (a reply's question after it): none unless one is evident; then
     the evident ones within `evident_ratio` of the best evident score of their memory and the others within `company`
     of its best score, within `budget` characters as `render` writes them, each within `per_memory`
-    (`memory_chars(budget)` unless given). A hit too long for what is left of the budget leaves its place to the next that fits (the first is cut
-    to fit); a reply of at most `questioned` characters comes with the question it answers (`Recollection.answers`,
-    one of `hits`) when both fit; a text already chosen, or one of `repeats` (the message being answered), is not
-    repeated."""
+    (`memory_chars(budget)` unless given). A hit too long for what is left of the budget leaves its place to the next
+    that fits (the first is cut to fit); a reply of at most `questioned` characters comes with the question it
+    answers (`Recollection.answers`, one of `hits`) when both fit; a text already chosen, or one of `repeats` (the
+    message being answered), is not repeated."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
