@@ -11,6 +11,7 @@ Saturday and Sunday before today. "Today" and "this week" name no span of their 
 in front of the model already, and a bonus for all of it would push the memory asked about down (a day's widening
 for time zones still reaches into today from yesterday)."""
 
+import calendar
 import contextlib
 import re
 from collections.abc import Callable
@@ -68,10 +69,9 @@ def _days(first: date, last: date) -> Span:
 
 
 def _months_back(day: date, months: int) -> date:
-    index = day.year * 12 + day.month - 1 - months
-    year, month = divmod(index, 12)
-    following = date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
-    return date(year, month + 1, min(day.day, (following - timedelta(days=1)).day))
+    """The same day `months` earlier, or that month's last day if it is shorter."""
+    year, month = divmod(day.year * 12 + day.month - 1 - months, 12)
+    return date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
 
 
 def _back(today: date, count: int, unit: str) -> date:
@@ -143,10 +143,19 @@ def _unit(word: str) -> str:
 
 
 Reader = Callable[[re.Match[str], date], Span | None]
+
+
+def _counted(span: Callable[[date, int, str], Span | None]) -> Reader:
+    """A reader of "N units" (the match's first group the number, its second the unit) as `span` takes them."""
+    return lambda m, today: span(today, _count(m[1]), _unit(m[2]))
+
+
 # "the last week of June", "the last three days of our trip", "last Friday of the month": a part of something named,
 # not a time before now
 _NOT_OF = r"(?!\s+(?:of|in|at|before|after)\b)"
 _POSSESSIVE = r"(?:(the|my|his|her|its|our|their|your)\s+)?"
+# "3日前": not "5月3日前" (before the 3rd of May) nor "誕生日の3日前" (three days before a birthday)
+_JAPANESE_AGO = rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前"
 _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
     # longer phrases first: "the day before yesterday" holds "yesterday", 一昨日 holds 昨日
     (re.compile(r"\bthe day before yesterday\b|一昨日|おととい", re.I), lambda m, today: _ago(today, 2, "day")),
@@ -159,33 +168,14 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
     (re.compile(r"先週"), lambda m, today: _last(today, "week")),
     (re.compile(r"先月"), lambda m, today: _last(today, "month")),
     # "since I started again three weeks ago", "3週間前から": from then up to today
-    (
-        re.compile(rf"\bsince\b[^.?!;]{{0,80}}?\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
-        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
-    ),
-    (
-        re.compile(rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前から"),
-        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
-    ),
-    (
-        re.compile(rf"\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I),
-        lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
-    ),
-    # not "5月3日前" (before the 3rd of May), "誕生日の3日前" (three days before a birthday), "10日前後" (about ten
-    # days), "1年前期" (a first year's first term)
-    (
-        re.compile(rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前(?![後期半])"),
-        lambda m, today: _ago(today, _count(m[1]), _unit(m[2])),
-    ),
-    (
-        re.compile(rf"\b(?:the\s+)?(?:past|last)\s+{_NUMBER}\s+(day|week|month|year)s?\b{_NOT_OF}", re.I),
-        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
-    ),
+    (re.compile(rf"\bsince\b[^.?!;]{{0,80}}?\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I), _counted(_past)),
+    (re.compile(rf"{_JAPANESE_AGO}から"), _counted(_past)),
+    (re.compile(rf"\b{_NUMBER}\s+(day|week|month|year)s?\s+ago\b", re.I), _counted(_ago)),
+    # not "10日前後" (about ten days), "1年前期" (a first year's first term)
+    (re.compile(rf"{_JAPANESE_AGO}(?![後期半])"), _counted(_ago)),
+    (re.compile(rf"\b(?:the\s+)?(?:past|last)\s+{_NUMBER}\s+(day|week|month|year)s?\b{_NOT_OF}", re.I), _counted(_past)),
     # not "この2年生" (this second-year student)
-    (
-        re.compile(rf"(?:この|ここ|過去)\s*{_KANJI_NUMBER}\s*{_JAPANESE_UNIT}(?!生)"),
-        lambda m, today: _past(today, _count(m[1]), _unit(m[2])),
-    ),
+    (re.compile(rf"(?:この|ここ|過去)\s*{_KANJI_NUMBER}\s*{_JAPANESE_UNIT}(?!生)"), _counted(_past)),
     (
         re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b{_NOT_OF}", re.I),
         lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
