@@ -234,12 +234,11 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                         for share in DESIGNS:
                             per_memory = recollection_gate.memory_chars(budget, share)
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
-                        for chars in QUESTIONED:
-                            methods[f"design: a reply of <= {chars:>3} chars brings its question"] = select(
-                                searched, budget=budget, questioned=chars
-                            )
-                        alone = {r.id for r in select(searched, budget=budget, questioned=0)}
-                        questioned[name] += sum(r.id not in alone for r in select(searched, budget=budget))
+                        by_length = {chars: select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
+                        for chars, chosen in by_length.items():
+                            methods[f"design: a reply of <= {chars:>3} chars brings its question"] = chosen
+                        alone = {r.id for r in by_length[0]}
+                        questioned[name] += sum(r.id not in alone for r in by_length[recollection_gate.QUESTIONED_CHARS])
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:
