@@ -46,7 +46,7 @@ async def ranks(url: str, embedder: Embedder, data: dict[str, Any]) -> dict[str,
                 async with sessions() as session:
                     query = SearchQuery(q["question"], k=3, mode=mode)
                     matches = await ArchivalMemory(session, embedder).search(agent.id, query)
-                found = [fact_of[m.passage.id] for m in matches]
+                found = [fact_of[p.id] for p, _ in matches]
                 out[mode][q["kind"]].append(found.index(q["fact"]) if q["fact"] in found else None)
     finally:
         await engine.dispose()

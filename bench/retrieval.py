@@ -147,7 +147,7 @@ async def search(
         query = SearchQuery(question.text, k=max(KS), mode=mode)
         matches = await ArchivalMemory(session, embedder).search(stored.agent_id, query, validity=validity)
         elapsed = (time.perf_counter() - started) * 1000
-    return [stored.position[m.passage.id] for m in matches], elapsed
+    return [stored.position[p.id] for p, _ in matches], elapsed
 
 
 async def run_set(

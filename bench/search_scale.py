@@ -137,7 +137,7 @@ async def timed_searches(
             query = SearchQuery(" ".join(terms), k=10, mode=mode)
             hits = await PassageRepository(session).hybrid_search(agent_id, query, embedding)
             latencies.append((time.perf_counter() - started) * 1000)
-            found.append([m.passage.id for m in hits])
+            found.append([p.id for p, _ in hits])
     return latencies, found
 
 

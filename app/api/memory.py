@@ -201,7 +201,7 @@ async def search_or_list_passages(
     if query is not None:
         search = SearchQuery(query, k=k, after=after, before=before, mode=mode, now=as_of)  # "yesterday": before as_of
         matches = await archival.search(agent.id, search, tags=tag_list, min_score=min_score, validity=validity)
-        return Page[PassageRead](items=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
+        return Page[PassageRead](items=[PassageRead.of(p, score=hit.score, similarity=hit.similarity) for p, hit in matches])
     page, next_cursor = await archival.page(
         agent.id, limit=limit, cursor=cursor, tags=tag_list, after=after, before=before, validity=validity
     )

@@ -171,7 +171,7 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
     page = matches[args.page * args.k :]
     if not page:
         return "No archival memories match." if args.page == 0 else "No more results."
-    lines = [f"{passage_line(m.passage)} (score {m.score:.2f})" for m in page]
+    lines = [f"{passage_line(p)} (score {hit.score:.2f})" for p, hit in page]
     return f"{len(page)} current archival memories, dated when they happened (page {args.page}):\n" + "\n".join(lines)
 
 

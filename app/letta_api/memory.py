@@ -92,7 +92,7 @@ async def list_passages(
 ) -> list[LettaPassage]:
     """The agent's current passages, oldest first unless `ascending=false`; with `search`, the best matches."""
     if search is not None:
-        return [LettaPassage.of(m.passage) for m in await archival.search(agent.id, SearchQuery(search, k=min(limit, 100)))]
+        return [LettaPassage.of(p) for p, _ in await archival.search(agent.id, SearchQuery(search, k=min(limit, 100)))]
 
     async def fetch(cursor: str | None) -> tuple[Sequence[ArchivalPassage], str | None]:
         return await archival.page(agent.id, limit=WALK_PAGE, cursor=cursor)
@@ -126,16 +126,11 @@ async def search_passages(
     filters = [[tag] for tag in tags] if tags and tag_match_mode == "any" and len(tags) > 1 else [tags or None]
     search = SearchQuery(query, k=k, after=start_datetime, before=end_datetime)
     found = [match for tag_filter in filters for match in await archival.search(agent.id, search, tags=tag_filter)]
-    best = {m.passage.id: m for m in sorted(found, key=lambda m: m.score)}  # a passage found twice: its best score
-    matches = sorted(best.values(), key=lambda m: m.score, reverse=True)[:k]
+    best = {p.id: (p, hit) for p, hit in sorted(found, key=lambda m: m[1].score)}  # a passage found twice: its best score
+    matches = sorted(best.values(), key=lambda m: m[1].score, reverse=True)[:k]
     results = [
-        LettaSearchResult(
-            id=letta_id("passage", m.passage.id),
-            content=m.passage.content,
-            timestamp=m.passage.occurred_at.isoformat(),
-            tags=m.passage.tags,
-        )
-        for m in matches
+        LettaSearchResult(id=letta_id("passage", p.id), content=p.content, timestamp=p.occurred_at.isoformat(), tags=p.tags)
+        for p, _ in matches
     ]
     return LettaPassageSearchResponse(results=results, count=len(results))
 

@@ -191,7 +191,7 @@ def build_server(
         async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
             search = SearchQuery(query, k=k)
             matches = await ArchivalMemory(session, caller.runtime.embedder).search(agent.id, search, tags=tags)
-            return PassageList(passages=[PassageRead.of(m.passage, score=m.score, similarity=m.similarity) for m in matches])
+            return PassageList(passages=[PassageRead.of(p, score=hit.score, similarity=hit.similarity) for p, hit in matches])
 
     @server.tool(annotations=READ_ONLY)
     async def search_conversation_history(agent_id: AgentId, query: Query, ctx: Context, k: K = 10) -> ConversationHits:

@@ -158,10 +158,7 @@ class Recollector:
             found = await ArchivalMemory(session, self.embedder).search(
                 agent_id, search, tags=tags, vector=embedding, validity=validity
             )
-            return [
-                recollection("archival", m.passage, m.passage.content, Hit(m.passage.id, m.score, m.similarity, m.answers))
-                for m in found
-            ]
+            return [recollection("archival", passage, passage.content, hit) for passage, hit in found]
 
         async def recall_and_core(session: AsyncSession) -> tuple[list[Recollection], str | None]:
             found = []

@@ -65,7 +65,7 @@ def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, in
                     matches = await PassageRepository(session).hybrid_search(
                         agent_id, SearchQuery(f"shared memory agent{bait}", k=K), query
                     )
-                foreign += sum(m.passage.agent_id != agent_id for m in matches)
+                foreign += sum(p.agent_id != agent_id for p, _ in matches)
                 short += len(matches) < K
         finally:
             await engine.dispose()

@@ -145,8 +145,8 @@ def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: 
         agent_id = uuid.UUID(base.split("/")[3])
         async with state.sessions() as session:
             found = await ArchivalMemory(session, state.embedder).search(agent_id, SearchQuery(CONTEST, k=10))
-        content = {m.passage.id: m.passage.content for m in found}
-        return {m.passage.content: content.get(m.answers) if m.answers else None for m in found}
+        content = {p.id: p.content for p, _ in found}
+        return {p.content: content.get(hit.answers) if hit.answers else None for p, hit in found}
 
     assert hand_placed.portal is not None
     questions = hand_placed.portal.call(answered)

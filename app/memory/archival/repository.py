@@ -2,7 +2,6 @@
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Float, and_, delete, or_, select, text, update
@@ -13,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
-from app.memory.search.hybrid import hybrid_search
+from app.memory.search.hybrid import Hit, hybrid_search
 from app.memory.search.named_speakers import SPEAKER_LABEL_SQL
 from app.memory.search.query import SearchQuery
 from app.models_base import orm_attribute
@@ -21,14 +20,6 @@ from app.models_base import orm_attribute
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 # objects is most of the cost of reading them. Reading one by accident raises.
 NO_PASSAGE_VECTOR = defer(orm_attribute(ArchivalPassage.embedding), raiseload=True)
-
-
-@dataclass
-class PassageMatch:
-    passage: ArchivalPassage
-    score: float
-    similarity: float
-    answers: uuid.UUID | None = None  # a reply's: the passage of the question it answers (hybrid.Hit.answers)
 
 
 class PassageRepository:
@@ -165,9 +156,9 @@ class PassageRepository:
         *,
         tags: list[str] | None = None,
         validity: Validity = CURRENT,
-    ) -> list[PassageMatch]:
+    ) -> list[tuple[ArchivalPassage, Hit]]:
         valid, valid_params = validity.sql()
-        found = await hybrid_search(
+        return await hybrid_search(
             self.session,
             ArchivalPassage,
             agent_id,
@@ -178,4 +169,3 @@ class PassageRepository:
             sequence=("created_at", "id"),
             speaker=SPEAKER_LABEL_SQL,
         )
-        return [PassageMatch(passage, hit.score, hit.similarity, hit.answers) for passage, hit in found]

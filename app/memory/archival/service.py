@@ -11,10 +11,11 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import NotFound, Unprocessable
 from app.llm.embeddings import Embedder
-from app.memory.archival.repository import PassageMatch, PassageRepository
+from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
 from app.memory.search import lexical
+from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
 from app.pagination import decode_time_cursor, split_page
 
@@ -96,14 +97,15 @@ class ArchivalMemory:
         min_score: float = 0.0,
         vector: list[float] | None = None,
         validity: Validity = CURRENT,
-    ) -> list[PassageMatch]:
-        """`vector`: the query's embedding, when the caller has it already; `validity`: which passages (by default
-        the current ones)."""
+    ) -> list[tuple[ArchivalPassage, Hit]]:
+        """The best passages, each with its hit (score, similarity, the question a reply answers), as recall
+        memory's search gives messages. `vector`: the query's embedding, when the caller has it already; `validity`:
+        which passages (by default the current ones)."""
         embedding = vector if vector is not None else await self.embedder.embed_query(query.text)
         matches = await self.passages.hybrid_search(
             agent_id, query, embedding, tags=normalise_tags(tags or []), validity=validity
         )
-        return [m for m in matches if m.score >= min_score]
+        return [(passage, hit) for passage, hit in matches if hit.score >= min_score]
 
     async def page(
         self,
