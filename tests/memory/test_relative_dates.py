@@ -58,6 +58,9 @@ def test_words_that_name_no_past_time_name_none() -> None:
         "What am I doing this week?",
         "Remind me in two weeks",  # ahead, not ago
         "What did I do 1000 years ago?",  # beyond any memory
+        "What did I do 200 years ago?",  # over MAX_COUNT
+        "in the past 0 days",  # no time at all
+        "0日前",
         "last",
         # a part of something named, not a time before now
         "my last year of college",

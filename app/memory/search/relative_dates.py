@@ -82,17 +82,15 @@ def _back(today: date, count: int, unit: str) -> date:
     return _months_back(today, count * (12 if unit == "year" else 1))
 
 
-def _ago(today: date, count: int, unit: str) -> Span | None:
+def _ago(today: date, count: int, unit: str) -> Span:
     """`count` units before today, as the unit around that day."""
-    if not 0 < count <= MAX_COUNT:
-        return None
     moment = _back(today, count, unit)
     return _days(moment - _AROUND[unit], moment + _AROUND[unit])
 
 
-def _past(today: date, count: int, unit: str) -> Span | None:
+def _past(today: date, count: int, unit: str) -> Span:
     """The last `count` units up to today ("in the past two weeks")."""
-    return _days(_back(today, count, unit), today) if 0 < count <= MAX_COUNT else None
+    return _days(_back(today, count, unit), today)
 
 
 def _last(today: date, unit: str, steps: int = 1) -> Span:
@@ -145,9 +143,15 @@ def _unit(word: str) -> str:
 Reader = Callable[[re.Match[str], date], Span | None]
 
 
-def _counted(span: Callable[[date, int, str], Span | None]) -> Reader:
-    """A reader of "N units" (the match's first group the number, its second the unit) as `span` takes them."""
-    return lambda m, today: span(today, _count(m[1]), _unit(m[2]))
+def _counted(span: Callable[[date, int, str], Span]) -> Reader:
+    """A reader of "N units" (the match's first group the number, its second the unit) as `span` takes them; a
+    count of none or over MAX_COUNT names no time."""
+
+    def read(match: re.Match[str], today: date) -> Span | None:
+        count = _count(match[1])
+        return span(today, count, _unit(match[2])) if 0 < count <= MAX_COUNT else None
+
+    return read
 
 
 # "the last week of June", "the last three days of our trip", "last Friday of the month": a part of something named,
