@@ -31,15 +31,20 @@ class MemoryPassQueued(BaseModel):
     "/messages",
     status_code=201,
     responses={
-        409: {"model": ErrorBody, "description": "A concurrent request is handing in messages with the same ids"},
+        409: {
+            "model": ErrorBody,
+            "description": "An id was handed in before with another message (role, content or occurred_at), or a "
+            "concurrent request is handing in messages with the same ids",
+        },
         **NO_LLM,
     },
 )
 async def hand_in_messages(agent_id: AgentIdDep, body: HandInRequest, request: Request, meter: MeterDep) -> HandInRead:
     """Hand in a conversation the agent took no part in (a service that runs its own LLM): stored in recall memory,
     embedded and dated as given, without running the agent; never put into the agent's context window. A message
-    whose `id` was handed in before is not stored again, so a retry is safe. Up to 500 messages a request: hand a
-    longer conversation in over several. `memory_pass: true` queues a memory pass over them."""
+    whose `id` was handed in before is not stored again, so a retry is safe; an `id` handed in before with another
+    message (other role or content, or another `occurred_at` given) is a 409 naming it, and nothing is stored. Up to
+    500 messages a request: hand a longer conversation in over several. `memory_pass: true` queues a memory pass over them."""
     state = runtime(request.app)
     if body.memory_pass:
         state.turn_streams.turns.passes.require_llm()  # refused before anything is stored

@@ -25,10 +25,35 @@ class HandIn:
     stored: int
 
 
+def _differences(item: HandedInMessage, stored: Message) -> list[str]:
+    """What makes `item` another message than the one stored with its id: a retry repeats role and content, and the
+    time when it gives one (without one, a message is dated when first stored: a retry cannot repeat that)."""
+    given: dict[str, object] = {"role": item.role, "content": item.content}
+    if item.occurred_at is not None:
+        given["occurred_at"] = item.occurred_at
+    return [field for field, value in given.items() if getattr(stored, field) != value]
+
+
+def _refuse_reused_ids(items: Sequence[HandedInMessage], known: dict[str, Message]) -> None:
+    reused = [
+        f"{item.id!r} (other {' and '.join(fields)})"
+        for item in items
+        if item.id is not None and item.id in known and (fields := _differences(item, known[item.id]))
+    ]
+    if reused:
+        raise Conflict(
+            f"message ids handed in before with another message: {'; '.join(reused[:5])}"
+            + (f" and {len(reused) - 5} more" if len(reused) > 5 else "")
+            + ". A retry repeats each message as first handed in; a new message takes a new id"
+        )
+
+
 async def hand_in(session: AsyncSession, embedder: Embedder, agent_id: uuid.UUID, items: Sequence[HandedInMessage]) -> HandIn:
-    """Store the messages not handed in before (by their ids), in the order given."""
+    """Store the messages not handed in before (by their ids), in the order given; an id handed in before with
+    another message is a conflict (409), and nothing is stored."""
     messages = MessageRepository(session)
     known = await messages.with_external_ids(agent_id, [item.id for item in items if item.id is not None])
+    _refuse_reused_ids(items, known)
     new = [item for item in items if item.id is None or item.id not in known]
     vectors: list[list[float]] = []
     for start in range(0, len(new), EMBED_BATCH):

@@ -145,7 +145,8 @@ class HandedInMessage(RequestBody):
         default=None,
         min_length=1,
         max_length=200,
-        description="your id of the message: a message already handed in with this id is not stored again (safe retries)",
+        description="your id of the message: a message already handed in with this id is not stored again (safe "
+        "retries); another message (role, content or occurred_at) with it is a 409",
     )
 
 

@@ -63,6 +63,29 @@ def test_a_conversation_handed_in_is_recall_memory_only(client: TestClient, agen
     assert "[2024-10-01 09:01] user: Great. I started working at a bakery there." in searched
 
 
+def test_an_id_handed_in_again_with_another_message_is_a_409_naming_it(client: TestClient, agent: dict) -> None:
+    assert client.post(messages_url(agent), json={"messages": MOVE}).status_code == 201
+    other_times = [{**m, "occurred_at": "2024-10-02T09:00:00Z"} for m in MOVE]
+    for changed, named in (
+        ({**MOVE[0], "content": "I moved from Tokyo to Kyoto last week."}, "'m1' (other content)"),
+        ({**MOVE[0], "role": "assistant"}, "'m1' (other role)"),
+        (other_times[0], "'m1' (other occurred_at)"),
+    ):
+        new = {"role": "user", "content": "A new message, not to be stored.", "id": "m9"}
+        refused = client.post(messages_url(agent), json={"messages": [new, changed, *MOVE[1:]]})
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"] == "conflict" and named in refused.json()["detail"], refused.json()
+    several = client.post(messages_url(agent), json={"messages": other_times}).json()["detail"]
+    assert "'m1' (other occurred_at); 'm2' (other occurred_at); 'm3' (other occurred_at)" in several
+
+    # A true retry (without a time: dated when first stored) is still a success that stores nothing new.
+    untimed = [{k: v for k, v in m.items() if k != "occurred_at"} for m in MOVE]
+    retry = client.post(messages_url(agent), json={"messages": untimed})
+    assert retry.status_code == 201 and (retry.json()["stored"], retry.json()["already_stored"]) == (0, 3)
+    listed = client.get(messages_url(agent)).json()["items"]
+    assert sorted(m["content"] for m in listed) == sorted(m["content"] for m in MOVE)
+
+
 def test_a_bad_hand_in_is_a_422_naming_what_is_wrong(client: TestClient, agent: dict) -> None:
     bad = [
         ({"messages": [{"role": "user", "content": "hi", "occurred_at": "last spring"}]}, "messages.0.occurred_at"),
