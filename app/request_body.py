@@ -1,7 +1,50 @@
-"""The base of every request body: a field the API does not know is refused (422 naming it), never dropped."""
+"""The bases of request bodies. Every one refuses text holding a NUL character, which PostgreSQL cannot store (422
+naming the field, before anything is stored); Engram's own also refuse a field the API does not know (422 naming it)
+rather than dropping it."""
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+NUL = "\x00"
 
 
-class RequestBody(BaseModel):
+def nul_at(value: Any) -> str | None:
+    """Where within a value (a string, or JSON-like lists and objects) a NUL character is, as a dotted path ("" for
+    the value itself), or None. A nested StorableBody has checked its own fields (and named them)."""
+    if isinstance(value, str):
+        return "" if NUL in value else None
+    entries: Iterable[tuple[Any, Any]] = ()
+    if isinstance(value, Mapping):
+        entries = value.items()
+    elif isinstance(value, list | tuple):
+        entries = enumerate(value)
+    elif isinstance(value, BaseModel) and not isinstance(value, StorableBody):
+        entries = value  # (field, value) pairs
+    for key, item in entries:
+        if isinstance(key, str) and NUL in key:
+            return repr(key)
+        if (inner := nul_at(item)) is not None:
+            return f"{key}.{inner}" if inner else str(key)
+    return None
+
+
+NUL_REFUSED = "must not contain a NUL character (\\u0000)"
+
+
+class StorableBody(BaseModel):
+    """A body whose text can be stored: a NUL character in any field is refused."""
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        if (where := nul_at(value)) is not None:
+            within = f"; {info.field_name}.{where} does" if where else ""
+            raise PydanticCustomError("nul_character", NUL_REFUSED + "{within}", {"within": within})
+        return value
+
+
+class RequestBody(StorableBody):
     model_config = ConfigDict(extra="forbid")

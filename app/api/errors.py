@@ -50,6 +50,12 @@ def _invalid_request(request: Request, errors: list[Any]) -> JSONResponse:
     return _respond(request, 422, error_body("invalid_request", format_validation(errors)))
 
 
+def _not_utf8(failure: UnicodeDecodeError) -> str:
+    """A body that is not UTF-8 is not JSON (RFC 8259): a 422 as for any body that is not JSON, naming the byte."""
+    byte = failure.object[failure.start : failure.start + 1].hex()
+    return f"the body is not valid UTF-8 (byte 0x{byte} at offset {failure.start}: {failure.reason}); JSON is sent in UTF-8"
+
+
 def openai_error(status_code: int, code: str, detail: str) -> dict[str, Any]:
     """OpenAI's error object (what its SDKs parse into `APIError.code` / `.type` / `.message`)."""
     kind = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}.get(status_code)
@@ -98,12 +104,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
+        if isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's 400 "There was an error parsing the body"
+            return _respond(request, 422, error_body("invalid_request", _not_utf8(exc.__cause__)))
+        codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        code = codes.get(exc.status_code, "http_error")
         return _respond(request, exc.status_code, error_body(code, str(exc.detail)), exc.headers)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "The body is not decodable (e.g. invalid UTF-8)"},
+    400: {"model": ErrorBody, "description": "A body that could not be read (e.g. JSON nested too deeply)"},
     401: {"model": ErrorBody, "description": "Missing, invalid or revoked API key"},
     403: {
         "model": ErrorBody,
@@ -113,7 +122,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "A concurrent request changed the same thing (or the agent is busy)"},
     413: {"model": ErrorBody, "description": "Request body over ENGRAM_MAX_REQUEST_BYTES"},
     415: {"model": ErrorBody, "description": "A body not sent as JSON (Content-Type: application/json)"},
-    422: {"model": ErrorBody, "description": "Invalid input, or a body that is not valid JSON"},
+    422: {"model": ErrorBody, "description": "Invalid input, or a body that is not valid JSON (or not UTF-8)"},
     429: {"model": ErrorBody, "description": "A quota is used up (see Retry-After and the X-RateLimit-* headers)"},
     503: {"model": ErrorBody, "description": "The database is unreachable, or this replica is shutting down (see Retry-After)"},
 }

@@ -27,6 +27,7 @@ from app.chat.events import ErrorEvent, Event, MessageDelta, MessageEvent, Reply
 from app.chat.schemas import MAX_MESSAGE_CHARS, ChatResponse
 from app.delivery.stream import chained
 from app.errors import Unprocessable
+from app.request_body import StorableBody
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -42,13 +43,13 @@ FINISH_REASON: dict[StopReason, str] = {
 }
 
 
-class ContentPart(BaseModel):
+class ContentPart(StorableBody):
     model_config = ConfigDict(extra="allow")
     type: str
     text: str | None = None
 
 
-class ChatCompletionMessage(BaseModel):
+class ChatCompletionMessage(StorableBody):
     model_config = ConfigDict(extra="allow")  # name, tool_calls, …: the client's view, not re-stored
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
@@ -64,7 +65,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(StorableBody):
     model_config = ConfigDict(extra="allow")  # sampling parameters: accepted, the agent's own settings apply
     model: str = Field(min_length=1, max_length=200, description="the agent's id or name")
     messages: list[ChatCompletionMessage] = Field(min_length=1)

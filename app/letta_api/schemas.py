@@ -12,9 +12,10 @@ from app.agents.schemas import AgentRead
 from app.letta_api.common import letta_id
 from app.memory.models import ArchivalPassage, MemoryBlock
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_PASSAGE_CHARS, MAX_TAGS, Instant
+from app.request_body import StorableBody
 
 
-class LettaRequest(BaseModel):
+class LettaRequest(StorableBody):
     model_config = ConfigDict(extra="ignore")
 
 

@@ -34,6 +34,7 @@ from app.portability.schemas import (
     decode_vector,
     encode_vector,
 )
+from app.request_body import NUL_REFUSED, nul_at
 
 EMBED_BATCH = 64
 
@@ -81,6 +82,8 @@ def read_upload(body: Any) -> tuple[AgentDocument, letta.Report | None]:
             raise Unprocessable(f"the body is a string that is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise Unprocessable("expected a JSON object: an Engram export or a Letta agent file (.af)")
+    if (where := nul_at(body)) is not None:
+        raise Unprocessable(f"{where}: {NUL_REFUSED}")
     if "format" in body:
         if body["format"] != "engram.agent":
             raise Unprocessable(f"unknown format {body['format']!r}: expected 'engram.agent'")

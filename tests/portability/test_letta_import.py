@@ -178,10 +178,10 @@ def test_malformed_letta_files_are_422_and_write_nothing(client: TestClient, dat
         ({**OLD_GENERATION, "core_memory": [{"label": f"b{i}", "value": ""} for i in range(33)]}, "at most 32"),
         ({**OLD_GENERATION, "llm_config": "gpt-4"}, "not a readable Letta agent file"),
         ({**OLD_GENERATION, "in_context_message_ids": [{"id": 1}]}, "not a readable Letta agent file"),
-        # Readable, refused by PostgreSQL only at the last row (a NUL character): everything before it is rolled back.
+        # Readable, but a NUL character at the last row, which PostgreSQL cannot store: refused before anything is written.
         (
             {**OLD_GENERATION, "messages": [*OLD_GENERATION["messages"], {"role": "user", "content": "a\u0000b"}]},
-            "cannot be stored",
+            f"messages.{len(OLD_GENERATION['messages'])}.content: must not contain a NUL character",
         ),
     ]:
         response = client.post("/v1/agents/import", json=broken)

@@ -124,11 +124,10 @@ def test_a_bad_document_is_422_naming_the_problem_and_writes_nothing(
     refused([good], "expected a JSON object")
     refused("not json", "not JSON")
     refused({"hello": "world"}, "neither an Engram export")
-    # Valid as a document, refused by PostgreSQL at the very end (a NUL character in the last message): the agent,
-    # blocks, turns and passages written before it are rolled back with it.
+    # A NUL character in the last message, which PostgreSQL cannot store: refused before anything is written.
     late = copy.deepcopy(good)
     late["messages"][-1]["content"] = "bad\u0000byte"
-    refused(late)
+    refused(late, f"messages.{len(late['messages']) - 1}.content: must not contain a NUL character")
     assert counts(database_url) == start
 
 
