@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from app import __version__
 from app.cli import agents, backup, chat, memory, server, transfer
+from app.cli.terminal import visible
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -42,6 +43,10 @@ def one_line_errors() -> Iterator[None]:
 
     try:
         yield
+    except SystemExit as exc:  # a command's own `engram: <why>`, which may quote stored text
+        if isinstance(exc.code, str):
+            raise SystemExit(visible(exc.code)) from None
+        raise
     except EngramError as exc:  # e.g. NotFound from a repository, DatabaseUnreachable
         raise SystemExit(f"engram: {exc.detail}") from None
     except (ConnectionError, TimeoutError) as exc:  # httpx wraps its own: these come from the database driver

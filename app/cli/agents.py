@@ -1,7 +1,6 @@
 """`engram agents ls | create | rm`."""
 
 import argparse
-import json
 import sys
 
 from rich.console import Console
@@ -11,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli import client
+from app.cli.terminal import json_text, visible
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -35,7 +35,7 @@ def _ls(args: argparse.Namespace) -> None:
     with client.connect(args) as api:
         agents = api.agents()
     if args.json:
-        print(json.dumps(agents, ensure_ascii=False, indent=2))
+        print(json_text(agents))
         return
     table = Table(box=None, header_style="bold")
     table.add_column("name", overflow="fold")
@@ -44,7 +44,7 @@ def _ls(args: argparse.Namespace) -> None:
     table.add_column("created", no_wrap=True)
     for a in agents:
         blocks = ", ".join(b["label"] for b in a["blocks"])
-        table.add_row(Text(a["name"]), a["id"], blocks, a["created_at"][:19].replace("T", " "))
+        table.add_row(Text(visible(a["name"])), a["id"], blocks, a["created_at"][:19].replace("T", " "))
     Console(highlight=False).print(table if agents else "no agents yet: `engram agents create NAME`", markup=False)
 
 
@@ -65,8 +65,8 @@ def _rm(args: argparse.Namespace) -> None:
         if not args.yes:
             if not sys.stdin.isatty():
                 raise SystemExit("engram: add --yes to delete without being asked")
-            question = f"delete agent [bold]{escape(agent['name'])}[/] ({agent['id']}) and all of its memory?"
+            question = f"delete agent [bold]{escape(visible(agent['name']))}[/] ({agent['id']}) and all of its memory?"
             if not Confirm.ask(question, default=False):
                 raise SystemExit("engram: nothing deleted")
         api.request("DELETE", f"/v1/agents/{agent['id']}")
-    Console(stderr=True, highlight=False).print(f"deleted {agent['name']} ({agent['id']})", markup=False)
+    Console(stderr=True, highlight=False).print(f"deleted {visible(agent['name'])} ({agent['id']})", markup=False)

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from app.chat.events import MessageDelta, MessageEvent, ReplyPieces, event_adapter
 from app.cli import client
+from app.cli.terminal import visible
 
 RESULT_CHARS = 600  # a tool result longer than this is shown cut, with how much was left out
 INLINE_ARGUMENTS = 100
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> None:
                 console.print(Text("you> ", "bold green") + Text(message))
                 turn(api, agent, message, console)
             return
-        console.print(Text(f"chatting with {agent['name']} ({agent['id']}); Ctrl-D or /exit ends", "dim"))
+        console.print(Text(f"chatting with {visible(agent['name'])} ({agent['id']}); Ctrl-D or /exit ends", "dim"))
         while True:
             try:
                 message = console.input("[bold green]you>[/] ")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
                 except KeyboardInterrupt:
                     console.print(Text("stopped watching; the turn runs on in the server", "yellow"))
                 except SystemExit as refused:  # e.g. 409, the agent busy: say so and stay in the chat
-                    console.print(Text(str(refused), "bold red"))
+                    console.print(Text(visible(str(refused)), "bold red"))
 
 
 def turn(api: client.Api, agent: dict[str, Any], message: str, console: Console) -> None:
@@ -73,7 +74,7 @@ class TurnView:
     call and result of a reply that streamed, which would only repeat it, are left out."""
 
     def __init__(self, name: str, console: Console):
-        self.name = name
+        self.name = visible(name)
         self.console = console
         self.reply = ReplyPieces()
         self.streamed: set[str] = set()  # send_message calls whose text was shown as it grew
@@ -90,7 +91,7 @@ class TurnView:
             if begins:
                 self._end_line()
                 self.console.print(Text(f"{self.name}> ", "bold magenta"), end="")
-            self.console.print(Text(text), end="")
+            self.console.print(Text(visible(text)), end="")
             self.open_line = True
             if kind == "message":
                 self._end_line()
@@ -109,21 +110,21 @@ class TurnView:
 def show(event: dict[str, Any], console: Console) -> None:
     kind = event.get("type")
     if kind == "reasoning":
-        console.print(Text("  thinking ", "dim") + Text(event["text"], "dim italic"))
+        console.print(Text("  thinking ", "dim") + Text(visible(event["text"]), "dim italic"))
     elif kind == "tool_call":
-        arguments = json.dumps(event["arguments"], ensure_ascii=False)
-        head = Text("  → ", "cyan") + Text(event["name"], "bold cyan")
+        arguments = visible(json.dumps(event["arguments"], ensure_ascii=False))
+        head = Text("  → ", "cyan") + Text(visible(event["name"]), "bold cyan")
         if len(arguments) <= INLINE_ARGUMENTS:
             console.print(head + Text(f" {arguments}", "cyan"))
         else:
             console.print(head)
-            console.print(Text(_indent(json.dumps(event["arguments"], ensure_ascii=False, indent=2), 6), "cyan"))
+            console.print(Text(_indent(visible(json.dumps(event["arguments"], ensure_ascii=False, indent=2)), 6), "cyan"))
     elif kind == "tool_result":
         style = "green" if event["ok"] else "red"
         console.print(
-            Text("  ← ", style) + Text(event["name"], f"bold {style}") + Text(" ok" if event["ok"] else " error", style)
+            Text("  ← ", style) + Text(visible(event["name"]), f"bold {style}") + Text(" ok" if event["ok"] else " error", style)
         )
-        console.print(Text(_indent(_cut(event["result"]), 6), "dim"))
+        console.print(Text(_indent(visible(_cut(event["result"])), 6), "dim"))
     elif kind == "turn_completed":
         usage = event.get("usage") or {}
         console.print(
@@ -134,7 +135,7 @@ def show(event: dict[str, Any], console: Console) -> None:
             )
         )
     elif kind == "error":
-        console.print(Text(f"  error {event['code']}: {event['detail']}", "bold red"))
+        console.print(Text(visible(f"  error {event['code']}: {event['detail']}"), "bold red"))
 
 
 def _cut(text: str) -> str:

@@ -3,7 +3,6 @@ that changed on the server meanwhile is not overwritten) and `engram recall AGEN
 have in front of it before answering: POST …/recollection)."""
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -17,6 +16,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from app.cli import client
+from app.cli.terminal import json_text, visible
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -70,15 +70,15 @@ def _show(args: argparse.Namespace) -> None:
         if args.label:  # the value alone on stdout (to pipe or redirect), what it is on stderr
             block = _block(api, agent, args.label)
             Console(stderr=True, highlight=False).print(Text(_about(block), "dim"))
-            sys.stdout.write(block["value"] + ("" if block["value"].endswith("\n") else "\n"))
+            sys.stdout.write(visible(block["value"]) + ("" if block["value"].endswith("\n") else "\n"))
             return
         blocks = _blocks(api, agent)
     console = Console(highlight=False)
-    console.print(Text(f"{agent['name']} ({agent['id']})", "bold"))
+    console.print(Text(f"{visible(agent['name'])} ({agent['id']})", "bold"))
     for block in blocks.values():
-        body = [Text(block["value"] or "(empty)", "" if block["value"] else "dim")]
+        body = [Text(visible(block["value"]) or "(empty)", "" if block["value"] else "dim")]
         if block["description"]:
-            body.insert(0, Text(block["description"], "dim italic"))
+            body.insert(0, Text(visible(block["description"]), "dim italic"))
         console.print(Panel(Group(*body), title=Text(_about(block)), title_align="left"))
 
 
@@ -148,10 +148,10 @@ def _recall(args: argparse.Namespace) -> None:
         agent = api.agent(args.agent)
         answer = api.json("POST", f"/v1/agents/{agent['id']}/recollection", json=body)
     if args.json:
-        sys.stdout.write(json.dumps(answer, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(json_text(answer) + "\n")
         return
     if answer["text"]:
-        sys.stdout.write(answer["text"] + "\n")
+        sys.stdout.write(visible(answer["text"]) + "\n")
     found = len(answer["memories"])
     about = f"{found} memories, {answer['chars']} characters" if found else "no memory bears on this"
-    Console(stderr=True, highlight=False).print(Text(f"{agent['name']}: {about}", "dim"))
+    Console(stderr=True, highlight=False).print(Text(f"{visible(agent['name'])}: {about}", "dim"))

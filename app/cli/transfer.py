@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.text import Text
 
 from app.cli import client
+from app.cli.terminal import visible
 
 CHUNK = 64 * 1024
 
@@ -107,7 +108,7 @@ def _import(args: argparse.Namespace) -> None:
 def _report(result: dict[str, Any], console: Console) -> None:
     agent = result["agent"]
     kind = "a Letta agent file" if result["source"] == "letta" else "an Engram export"
-    console.print(Text(f"imported {agent['name']} as {agent['id']} (from {kind})", "bold"))
+    console.print(Text(f"imported {visible(agent['name'])} as {agent['id']} (from {kind})", "bold"))
     console.print(
         f"  {result['blocks']} blocks ({result['revisions']} revisions), {result['passages']} passages, "
         f"{result['messages']} messages, {result['turns']} turns; {result['embedded']} embedded on import",
@@ -115,12 +116,14 @@ def _report(result: dict[str, Any], console: Console) -> None:
     )
     if result["mapped_tools"]:
         console.print(
-            "  tools: " + ", ".join(f"{k} → {v}" if k != v else k for k, v in result["mapped_tools"].items()), markup=False
+            visible("  tools: " + ", ".join(f"{k} → {v}" if k != v else k for k, v in result["mapped_tools"].items())),
+            markup=False,
         )
     if result["skipped_tools"]:
-        console.print(Text("  skipped tools (Engram has none like them): " + ", ".join(result["skipped_tools"]), "yellow"))
+        skipped = ", ".join(result["skipped_tools"])
+        console.print(Text(visible(f"  skipped tools (Engram has none like them): {skipped}"), "yellow"))
     for note in result["notes"]:
-        console.print(Text(f"  note: {note}", "dim"))
+        console.print(Text(visible(f"  note: {note}"), "dim"))
 
 
 POLL_SECONDS = 0.5
@@ -156,7 +159,7 @@ def _import_passages(args: argparse.Namespace) -> None:
     console.print(Text(f"import job {job['id']}: {job['status']}, {job['done']} of {job['total']} passages{duplicates}", "bold"))
     if job["status"] != "done":
         if job["error"]:
-            console.print(Text(job["error"], "red"))
+            console.print(Text(visible(job["error"]), "red"))
         raise SystemExit(1)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -146,6 +147,42 @@ def test_recall_prints_what_a_model_would_be_handed(
     assert [m["content"] for m in json.loads(capsys.readouterr().out)["memories"]] == ["The user's dog is called Pochi."]
     with pytest.raises(SystemExit, match="max_chars"):
         cli("recall", agent["id"], "cats", "--max-chars", "0")
+
+
+def raw_controls(text: str) -> list[str]:
+    """The control characters in printed text that a terminal would act on (newline and tab lay it out)."""
+    return [c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"]
+
+
+def test_stored_control_characters_reach_the_terminal_escaped(
+    cli: Cli, client: TestClient, llm: ScriptedLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A memory, a name or a reply holding ESC, BEL or C1 codes cannot recolour, retitle or rewrite the terminal."""
+    name = f"Aiko\x1b]0;pwned\x07 {uuid.uuid4().hex[:6]}"
+    agent = client.post("/v1/agents", json={"name": name}).json()
+    hostile = "The user's cat is called Mochi.\x1b[31m\x07\x9b2J"
+    client.post(f"/v1/agents/{agent['id']}/archival", json={"content": hostile})
+    client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Taro\x1b[31m\x07", "description": "\x1b[2J"})
+    llm.reset(tools(call("send_message", text="Mochi\x1b[31m\x07")))
+    for argv in (
+        ("recall", agent["id"], "What is my cat called?"),
+        ("memory", "show", agent["id"]),
+        ("memory", "show", agent["id"], "human"),
+        ("agents", "ls"),
+        ("chat", agent["id"], "-m", "What is my cat called?"),
+    ):
+        cli(*argv)
+        out, err = capsys.readouterr()
+        assert raw_controls(out + err) == [], (argv, out, err)
+        assert "\\x1b[31m\\x07" in out or "\\x1b]0;pwned\\x07" in out, (argv, out)
+    with pytest.raises(SystemExit) as refused:
+        cli("memory", "show", name, "nothing")
+    assert raw_controls(str(refused.value.code)) == [] and "\\x1b]0;pwned\\x07" in str(refused.value.code)
+
+    # As JSON: still valid, the stored text whole once parsed, no control character raw on the terminal.
+    cli("recall", agent["id"], "What is my cat called?", "--json")
+    out = capsys.readouterr().out
+    assert raw_controls(out) == [] and hostile in [m["content"] for m in json.loads(out)["memories"]]
 
 
 def test_memory_edit_in_editor_saves_with_if_match(
