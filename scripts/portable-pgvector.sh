@@ -3,10 +3,19 @@
 # it (seen here: AMD EPYC with AVX2 only), any vector distance of 16 or more dimensions kills the backend with SIGILL,
 # so every search fails. This rebuilds vector.so for the x86-64 baseline from Debian's pgvector source — when, and
 # only when, the probe shows the installed one cannot run here. Its SQL (0.8.2) is unchanged since 0.8.0, so only the
-# library is replaced. Needs gcc and make; run inside the project's virtualenv.
+# library is replaced. Only then does it need gcc, make and Debian's package registry (deb.debian.org, for the
+# source). Run it inside the project's virtualenv.
 set -euo pipefail
+# One temporary folder for everything (the probes' servers, the build), removed on every way out: done, failed or
+# stopped by a signal.
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 probe() {
-    python - <<'PY'
+    # TMPDIR: the probe's data directory, and pgserver's runtime folder where XDG_RUNTIME_DIR is unset.
+    TMPDIR="$WORK" python - <<'PY'
 import random, sys, tempfile
 from pathlib import Path
 import pgserver
@@ -26,8 +35,6 @@ if probe >/dev/null 2>&1; then
 fi
 echo "pgvector: the embedded server's library needs instructions this CPU lacks; building it for the x86-64 baseline"
 PGINSTALL=$(python -c 'import pgserver, pathlib; print(pathlib.Path(pgserver.__file__).parent / "pginstall")')
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 curl -sSfL -o "$WORK/src.tar.gz" http://deb.debian.org/debian/pool/main/p/pgvector/pgvector_0.8.0.orig.tar.gz
 echo "867a2c328d4928a5a9d6f052cd3bc78c7d60228a9b914ad32aa3db88e9de27b0  $WORK/src.tar.gz" | sha256sum -c --quiet
 tar xzf "$WORK/src.tar.gz" -C "$WORK"
