@@ -48,9 +48,14 @@ class AgentRepository:
             await self.session.execute(text(f"DELETE FROM {statistics} WHERE agent_id = :a"), {"a": agent_id})
         await self.session.execute(delete(Agent).where(col(Agent.id) == agent_id))
 
-    async def page(self, tenant_id: uuid.UUID, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None) -> Sequence[Agent]:
-        """Oldest first; after_key is the (created_at, id) of the last agent of the previous page."""
+    async def page(
+        self, tenant_id: uuid.UUID, *, limit: int, after_key: tuple[datetime, uuid.UUID] | None, name: str | None = None
+    ) -> Sequence[Agent]:
+        """Oldest first; after_key is the (created_at, id) of the last agent of the previous page; `name`: only those
+        with this name."""
         query = select(Agent).where(col(Agent.tenant_id) == tenant_id)
+        if name is not None:
+            query = query.where(col(Agent.name) == name)
         if after_key:
             created, row_id = after_key
             query = query.where(

@@ -93,8 +93,9 @@ class AgentService:
     async def delete(self, agent: Agent) -> None:
         await self.agents.delete(agent.id)
 
-    async def page(self, tenant_id: uuid.UUID, *, limit: int, cursor: str | None) -> Page[AgentRead]:
-        rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=decode_time_cursor(cursor) if cursor else None)
+    async def page(self, tenant_id: uuid.UUID, *, limit: int, cursor: str | None, name: str | None = None) -> Page[AgentRead]:
+        after_key = decode_time_cursor(cursor) if cursor else None
+        rows = await self.agents.page(tenant_id, limit=limit + 1, after_key=after_key, name=name)
         page, next_cursor = split_page(rows, limit, lambda a: (a.created_at, a.id))
         blocks = await self.core.blocks.of_agents([a.id for a in page])
         return Page[AgentRead](items=[AgentRead.of(a, blocks=blocks[a.id]) for a in page], next_cursor=next_cursor)

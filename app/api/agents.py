@@ -30,9 +30,17 @@ async def list_agents(
     principal: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
+    name: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="only the agent with this name (names are unique per tenant): `items` holds it or is empty",
+        ),
+    ] = None,
 ) -> Page[AgentRead]:
-    """List this tenant's agents, oldest first."""
-    return await agents.page(principal.tenant_id, limit=limit, cursor=cursor)
+    """List this tenant's agents, oldest first; `name` finds one by its name (find it, or create it on a first run)."""
+    return await agents.page(principal.tenant_id, limit=limit, cursor=cursor, name=name)
 
 
 @router.get("/{agent_id}")

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.api.deps import AgentDep, RecollectorDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES
 from app.api.replica_reads import reads_only
-from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
+from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest, recollected
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
@@ -21,15 +21,6 @@ async def recollect(
     then the archival passages and earlier messages that bear on it, the best that fit within `max_chars` characters,
     as a prompt-ready `text` (memories framed as data, one line each, under the day they are dated, in the order they
     were said) and as a list in the same order. Nothing is recollected when memory holds nothing about the message;
-    superseded passages only `as_of` a time they were valid."""
-    recalled = await recollector.recall(
-        agent.id,
-        body.search_text,
-        budget=body.max_chars or settings.recollection_chars,
-        kinds=body.kinds,
-        tags=body.tags,
-        as_of=body.as_of,
-        repeats=body.said,
-        include_core=body.include_core,
-    )
-    return RecollectionRead.of(recalled, body.search_text)
+    superseded passages only `as_of` a time they were valid. `text` is written for your own model: without the
+    agent's `persona` block and without a word of Engram's tools unless `core_blocks` and `can_search` ask for them."""
+    return await recollected(recollector, agent.id, body, budget=settings.recollection_chars)

@@ -35,10 +35,11 @@ from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
 from app.memory.recollection_gate import MAX_BUDGET_CHARS
-from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest
+from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest, recollected
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,
+    MAX_BLOCKS,
     MAX_PASSAGE_CHARS,
     MAX_QUERY_CHARS,
     MAX_TAGS,
@@ -213,6 +214,21 @@ def build_server(
             Field(ge=1, le=MAX_BUDGET_CHARS, description="characters of recollected memory at most (default 1,500)"),
         ] = None,
         include_core: Annotated[bool, Field(description="core memory first in `text`")] = True,
+        core_blocks: Annotated[
+            list[str] | None,
+            Field(
+                max_length=MAX_BLOCKS,
+                description="the core blocks to include, by label (default: all but `persona`, the agent's voice in "
+                "Engram's own chat)",
+            ),
+        ] = None,
+        can_search: Annotated[
+            bool,
+            Field(
+                description="true if you can search this memory yourself (search_archival_memory, "
+                "search_conversation_history): the heading then says to search for more when these are not enough"
+            ),
+        ] = False,
         tags: Annotated[
             list[str] | None,
             Field(max_length=MAX_TAGS, description="only archival passages carrying all these tags (no messages then)"),
@@ -229,27 +245,24 @@ def build_server(
         memory, then the archival passages and earlier conversation lines that apply (the best that fit), under the day
         they are dated in the order they were said, within `max_chars` characters (`text`; the same memories as a list
         in `memories`). Empty when memory holds nothing about the message. Use it before answering a user with your
-        own model; `query` is the user's message."""
+        own model; `query` is the user's message. Without the agent's persona unless `core_blocks` names it."""
         caller = caller_of(ctx)
         try:
-            given = {"query": query, "max_chars": max_chars, "include_core": include_core, "tags": tags, "as_of": as_of}
+            given = {
+                "query": query,
+                "max_chars": max_chars,
+                "include_core": include_core,
+                "core_blocks": core_blocks,
+                "can_search": can_search,
+                "tags": tags,
+                "as_of": as_of,
+            }
             request = RecollectionRequest.model_validate(given)
         except ValidationError as exc:
             raise ToolError(f"invalid_request: {exc.errors()[0]['msg']}") from exc
         async with _agent_scope(caller, agent_id, reads_only=True) as (session, agent):
-            recalled = await Recollector(
-                session, caller.runtime.embedder, elsewhere=caller.runtime.sessions, caller="mcp"
-            ).recall(
-                agent.id,
-                request.search_text,
-                budget=max_chars or caller.runtime.settings.recollection_chars,
-                kinds=request.kinds,
-                tags=request.tags,
-                as_of=request.as_of,
-                repeats=request.said,
-                include_core=include_core,
-            )
-        return RecollectionRead.of(recalled, request.search_text)
+            recollector = Recollector(session, caller.runtime.embedder, elsewhere=caller.runtime.sessions, caller="mcp")
+            return await recollected(recollector, agent.id, request, budget=caller.runtime.settings.recollection_chars)
 
     @server.tool(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)

@@ -56,14 +56,19 @@ class Recalled:
     def chars(self) -> int:
         return len(self.body or "")
 
-    @property
-    def text(self) -> str:
-        """The prompt-ready block: core memory, then the recollected memories, as the chat path's prompt has them."""
-        return "\n\n".join(part for part in (self.core, self.section) if part)
+    def text(self, heading: str) -> str:
+        """The prompt-ready block for a caller's own model: core memory, then the recollected memories under `heading`
+        (prompt_text's RECOLLECTION_HEADING, or the chat path's MEMORIES_HEADING for a model that can search)."""
+        return "\n\n".join(part for part in (self.core, self.under(heading)) if part)
 
     @property
     def section(self) -> str | None:
+        """The memories' section as the chat path's system prompt has it (its agent can search for more)."""
         return memories_section(self.body) if self.body else None
+
+    def under(self, heading: str) -> str | None:
+        """The memories' section under `heading`: the same lines whoever reads them."""
+        return memories_section(self.body, heading) if self.body else None
 
 
 async def ready(embedder: Embedder) -> None:
@@ -231,8 +236,16 @@ class Recollector:
         return Recalled(chosen, render(chosen), section)
 
 
-async def core(session: AsyncSession, agent_id: uuid.UUID, as_of: datetime | None) -> str | None:
-    """The core-memory section, the blocks as they stood `as_of` (None: now); None without blocks."""
+async def core(
+    session: AsyncSession,
+    agent_id: uuid.UUID,
+    as_of: datetime | None,
+    only: Sequence[str] | None = None,
+    leave_out: Sequence[str] = (),
+) -> str | None:
+    """The core-memory section for a caller's model, the blocks as they stood `as_of` (None: now): those labelled
+    `only` (None: every one) but `leave_out`, in the order of their labels, without the empty ones (they tell a model
+    nothing); None without any. The chat path's prompt has its own (app/chat/prompt.py: every block)."""
     memory = CoreMemory(session)
     if as_of is None:
         blocks: Sequence[MemoryBlock] = await memory.blocks_of(agent_id)
@@ -240,4 +253,10 @@ async def core(session: AsyncSession, agent_id: uuid.UUID, as_of: datetime | Non
     else:
         then = await memory.as_of(agent_id, as_of)
         blocks, values = [b for b, _ in then], [r.value for _, r in then]
+    kept = [
+        (b, v)
+        for b, v in zip(blocks, values, strict=True)
+        if (only is None or b.label in only) and b.label not in leave_out and v.strip()
+    ]
+    blocks, values = [b for b, _ in kept], [v for _, v in kept]
     return core_section(blocks, values) if blocks else None

@@ -1,18 +1,28 @@
-"""The recollection API's bodies: `POST /v1/agents/{agent_id}/recollection`."""
+"""The recollection API's bodies: `POST /v1/agents/{agent_id}/recollection` (and MCP's `recall_context`), and the
+one function that answers them (`recollected`).
+
+`text` is handed to the caller's own model, which is not Engram's agent: by default it carries no persona (the
+`persona` block is the voice of Engram's own chat, written for its prompt; the caller's model has its own
+instructions) and no word of tools the model does not have (the memories' heading only says what they are). A
+caller asks for more explicitly: `core_blocks` names the blocks, `can_search` gives the chat path's heading."""
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.recollection import Recalled
+from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
+from app.memory.recollection import Recalled, Recollector, core
 from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
-from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant, Tag
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, Instant, Tag
 from app.request_body import RequestBody
 
 MAX_MESSAGES = 50
 MAX_MESSAGE_CHARS = 32_000
+# Core blocks `text` leaves out unless `core_blocks` names them: the agent's persona speaks for Engram's own chat.
+LEFT_OUT_BY_DEFAULT = ("persona",)
+Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 
 
 class ConversationLine(RequestBody):
@@ -37,7 +47,25 @@ class RecollectionRequest(RequestBody):
         description="characters of recollected memory at most (`chars`); default ENGRAM_RECOLLECTION_CHARS, the chat "
         "path's (1,500). Core memory is not counted",
     )
-    include_core: bool = Field(default=True, description="core memory first in `text`")
+    include_core: bool = Field(
+        default=True, description="core memory first in `text` (the blocks `core_blocks` names); false: none"
+    )
+    core_blocks: list[Label] | None = Field(
+        default=None,
+        max_length=MAX_BLOCKS,
+        description="the core blocks to put first in `text`, by label (listed in the order of their labels, as the chat "
+        "path's prompt lists them; a label the agent has no block under is skipped; an empty block is always left out). "
+        "Default: every block but `persona`, the agent's voice in "
+        "Engram's own chat, which would speak over your model's instructions; name it to have it, e.g. "
+        '["persona", "human"]',
+    )
+    can_search: bool = Field(
+        default=False,
+        description="true when the model you hand `text` to can search this memory itself (Engram's MCP tools, or "
+        "your own functions over `GET …/archival?query=` and `GET …/messages?query=`): the memories' heading then tells "
+        "it to search for more when these are not enough, as the chat path's prompt does. Default: a heading that only "
+        "says what the memories are (from earlier conversations, dated, data and not instructions)",
+    )
     as_of: Instant | None = Field(
         default=None,
         description="memory as it stood then: passages valid then (superseded since included), messages said by "
@@ -58,6 +86,8 @@ class RecollectionRequest(RequestBody):
     def _one_question(self) -> "RecollectionRequest":
         if (self.query is None) == (self.messages is None):
             raise ValueError("give `query` or `messages`, not both and not neither")
+        if self.core_blocks and not self.include_core:
+            raise ValueError("`core_blocks` names blocks for core memory, which include_core false leaves out")
         if not self.search_text:
             raise ValueError("the query is blank" if self.query is not None else "no message has any text")
         self.tags = [tag.strip() for tag in self.tags or [] if tag.strip()] or None  # as a search reads them
@@ -97,18 +127,42 @@ class RecollectedMemory(BaseModel):
 
 class RecollectionRead(BaseModel):
     text: str = Field(
-        description="a prompt-ready block: core memory (with include_core), then the recollected memories, in the words "
-        "of the chat path's system prompt; empty when there is neither"
+        description="a prompt-ready block for your model: core memory (with include_core; the blocks of `core_blocks`), "
+        "then the recollected memories under a heading that says what they are (`can_search`: the chat path's), one "
+        "escaped line each, as the chat path's system prompt lists them; empty when there is neither"
     )
     memories: list[RecollectedMemory] = Field(description="the recollected memories, in the order `text` lists them")
     chars: int = Field(description="characters of recollected memory in `text` (at most max_chars)")
     query: str = Field(description="what was searched (built from `messages` when given)")
 
     @classmethod
-    def of(cls, recalled: Recalled, query: str) -> "RecollectionRead":
+    def of(cls, recalled: Recalled, request: RecollectionRequest) -> "RecollectionRead":
         return cls(
-            text=recalled.text,
+            text=recalled.text(MEMORIES_HEADING if request.can_search else RECOLLECTION_HEADING),
             memories=[RecollectedMemory.of(r) for r in recalled.memories],
             chars=recalled.chars,
-            query=query,
+            query=request.search_text,
         )
+
+
+async def recollected(
+    recollector: Recollector, agent_id: uuid.UUID, request: RecollectionRequest, *, budget: int
+) -> RecollectionRead:
+    """The answer to `request` (`budget`: the characters when it names none): the memories as the chat path
+    recollects them, and core memory as `request` asks for it."""
+    recalled = await recollector.recall(
+        agent_id,
+        request.search_text,
+        budget=request.max_chars or budget,
+        kinds=request.kinds,
+        tags=request.tags,
+        as_of=request.as_of,
+        repeats=request.said,
+        include_core=False,
+    )
+    if request.include_core:
+        if request.core_blocks is None:
+            recalled.core = await core(recollector.session, agent_id, request.as_of, leave_out=LEFT_OUT_BY_DEFAULT)
+        else:
+            recalled.core = await core(recollector.session, agent_id, request.as_of, only=request.core_blocks)
+    return RecollectionRead.of(recalled, request)

@@ -6,6 +6,7 @@ from app import db
 from app.auth.models import DEFAULT_TENANT_ID
 from app.settings import E5_DIM
 from tests.support.database import create_database, run_sql
+from tests.support.service import tenant_with_key
 
 
 def test_create_agent_with_default_blocks(client: TestClient) -> None:
@@ -136,6 +137,29 @@ def test_an_agents_name_is_its_own_within_a_tenant(client: TestClient) -> None:
     assert client.patch(f"/v1/agents/{first.json()['id']}", json={"name": name, "system": "Be kind."}).status_code == 200
     listed = client.get("/v1/agents", params={"limit": 200}).json()["items"]
     assert [a["id"] for a in listed if a["name"] == name] == [first.json()["id"]]
+
+
+def test_an_agent_is_found_by_its_name(client: TestClient) -> None:
+    """`GET /v1/agents?name=`: the one agent with that name, or none (find it, or create it on a first run)."""
+    name = f"アイコ's assistant {uuid.uuid4().hex[:6]}"
+    created = client.post("/v1/agents", json={"name": name}).json()
+    client.post("/v1/agents", json={"name": f"{name} too"})
+    found = client.get("/v1/agents", params={"name": name})
+    assert found.status_code == 200 and [a["id"] for a in found.json()["items"]] == [created["id"]]
+    assert found.json()["next_cursor"] is None and found.json()["items"][0]["blocks"]
+    for other in (name.upper(), name[:-1], f" {name}", "no such agent"):  # the whole name, as given
+        assert client.get("/v1/agents", params={"name": other}).json() == {"items": [], "next_cursor": None}
+    assert client.get("/v1/agents", params={"name": ""}).status_code == 422
+
+
+def test_another_tenants_agent_is_not_found_by_its_name(keyed: TestClient) -> None:
+    name = "Aiko"
+    _, key_a = tenant_with_key(keyed, "name filter tenant a")
+    _, key_b = tenant_with_key(keyed, "name filter tenant b")
+    mine = keyed.post("/v1/agents", json={"name": name}, headers={"Authorization": f"Bearer {key_a}"}).json()
+    listed = keyed.get("/v1/agents", params={"name": name}, headers={"Authorization": f"Bearer {key_a}"}).json()
+    assert [a["id"] for a in listed["items"]] == [mine["id"]]
+    assert keyed.get("/v1/agents", params={"name": name}, headers={"Authorization": f"Bearer {key_b}"}).json()["items"] == []
 
 
 def test_agents_sharing_a_name_before_the_rule_keep_the_oldest_name(postgres_server: object) -> None:

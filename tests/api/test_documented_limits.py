@@ -67,9 +67,10 @@ ROWS: dict[str, tuple[list[int], list[Over]]] = {
         ],
     ),
     "a recollection": (
-        [50, 32_000, 20_000],
+        [50, 32_000, 20_000, 32],
         [
             Over("POST", "/v1/agents/{a}/recollection", {"messages": [{"role": "user", "content": "x"}] * 51}),
+            Over("POST", "/v1/agents/{a}/recollection", {"query": "x", "core_blocks": [f"b{i}" for i in range(33)]}),
             Over("POST", "/v1/agents/{a}/recollection", {"messages": [{"role": "user", "content": "x" * 32_001}]}),
             Over("POST", "/v1/agents/{a}/recollection", {"query": "x", "max_chars": 20_001}),
         ],
@@ -87,6 +88,7 @@ ROWS: dict[str, tuple[list[int], list[Over]]] = {
         [200, 20_000],
         [
             Over("POST", "/v1/agents", {"name": "n" * 201}),
+            Over("GET", "/v1/agents", params={"name": "n" * 201}),
             Over("POST", "/v1/agents", {"name": "n", "system": "s" * 20_001}),
             Over("POST", "/v1/agents", {"name": "n", "model": "m" * 201}),
         ],

@@ -242,7 +242,8 @@ def test_a_recollection_reads_on_the_standby_and_marks_no_write(client: TestClie
     for _ in range(3):  # as in read_while_current: a loaded machine may delay the standby's checks
         wait_until(lambda: replica_status(client)["usable"])
         before = reads(client)
-        recalled = client.post(f"/v1/agents/{agent_id}/recollection", json={"query": "Where does my brother live?"})
+        ask = {"query": "Where does my brother live?", "core_blocks": ["persona"]}  # core memory: a block with text
+        recalled = client.post(f"/v1/agents/{agent_id}/recollection", json=ask)
         assert recalled.status_code == 200 and "Fukuoka" in recalled.json()["text"]
         assert "Core memory" in recalled.json()["text"]
         recollected = reads_since(client, before)

@@ -6,6 +6,8 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from app.agents.schemas import DEFAULT_PERSONA
+from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.chat import chat, reply_with_recalled_memories
 from tests.support.service import tenant_with_key
@@ -35,6 +37,17 @@ def section_of(text: str) -> str:
     return "## Possibly relevant" + text.split("## Possibly relevant", 1)[1] if "## Possibly relevant" in text else ""
 
 
+def lines_of(text: str) -> str:
+    """The recollected memories' lines: what is inside `<memories>`."""
+    return text.split("<memories>\n", 1)[1].split("\n</memories>", 1)[0]
+
+
+def speaks_for_engram(text: str) -> list[str]:
+    """What in `text` a caller's own model must not be handed unless its caller asks: Engram's persona, its tools."""
+    said = ["<persona ", DEFAULT_PERSONA[:40], "I am Engram", "search for more"]
+    return [words for words in said if words.lower() in text.lower()]
+
+
 def test_recollection_hands_over_core_memory_then_the_memories_that_bear_on_the_question(client: TestClient, agent: dict) -> None:
     client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Aiko"})
     store(client, agent, *FACTS)
@@ -45,9 +58,9 @@ def test_recollection_hands_over_core_memory_then_the_memories_that_bear_on_the_
     text = found["text"]
     assert text.startswith("## Core memory") and "Name: Aiko" in text
     assert text.index("Name: Aiko") < text.index(FACTS[0])
+    assert f"\n\n{RECOLLECTION_HEADING}\n<memories>\n" in text and speaks_for_engram(text) == []
     # `chars` is the recollected part: the lines between the section's markers
-    body = text.split("<memories>\n", 1)[1].split("\n</memories>", 1)[0]
-    assert found["chars"] == len(body) > 0
+    assert found["chars"] == len(lines_of(text)) > 0
     without_core = recollect(client, agent, query="What is my cat's name?", include_core=False)
     assert "Name: Aiko" not in without_core["text"] and without_core["memories"] == found["memories"]
 
@@ -245,12 +258,54 @@ def test_another_tenants_agent_is_not_found(keyed: TestClient) -> None:
     assert own.status_code == 200 and own.json()["memories"][0]["content"] == FACTS[0]
 
 
+def test_text_is_written_for_the_callers_own_model_and_says_more_only_when_asked(client: TestClient, agent: dict) -> None:
+    """By default `text` carries neither the agent's persona (Engram's own voice) nor a word of tools the caller's
+    model does not have; `core_blocks` and `can_search` ask for them."""
+    store(client, agent, *FACTS)
+    question = "What is my cat's name?"
+    fresh = recollect(client, agent, query=question)
+    # a new agent's persona is Engram's default and its `human` block is empty: no core memory at all
+    assert fresh["text"].startswith(f"{RECOLLECTION_HEADING}\n<memories>\n") and speaks_for_engram(fresh["text"]) == []
+    client.put(f"/v1/agents/{agent['id']}/memory/human", json={"value": "Name: Aiko"})
+    default = recollect(client, agent, query=question)
+    assert "<human " in default["text"] and "Name: Aiko" in default["text"]
+    assert speaks_for_engram(default["text"]) == []
+    assert default == recollect(client, agent, query=question, core_blocks=["human", "no_such_block"], can_search=False)
+
+    asked = recollect(client, agent, query=question, core_blocks=["persona", "human"], can_search=True)
+    assert speaks_for_engram(asked["text"]) == ["<persona ", DEFAULT_PERSONA[:40], "I am Engram", "search for more"]
+    text = asked["text"]
+    # in the order of their labels, as the chat prompt has them, whatever the order asked in
+    assert text.index("<human ") < text.index("<persona ") < text.index(f"\n\n{MEMORIES_HEADING}\n<memories>\n")
+    assert lines_of(text) == lines_of(default["text"]) and asked["memories"] == default["memories"]
+    only_persona = recollect(client, agent, query=question, core_blocks=["persona"])["text"]
+    assert "<persona " in only_persona and "<human " not in only_persona and "search for more" not in only_persona
+    assert recollect(client, agent, query=question, core_blocks=[])["text"].startswith(RECOLLECTION_HEADING)
+    # a block the caller writes itself is its own: handed over like `human`
+    client.put(f"/v1/agents/{agent['id']}/memory/project", json={"value": "Falcon ships in June"}, headers={"If-None-Match": "*"})
+    assert "Falcon ships in June" in recollect(client, agent, query=question)["text"]
+    # core memory as it stood then has no persona either
+    then = recollect(client, agent, query=question, as_of="2999-01-01")["text"]
+    assert "Name: Aiko" in then and speaks_for_engram(then) == []
+    for refused in ({"include_core": False, "core_blocks": ["persona"]}, {"core_blocks": ["Persona!"]}, {"can_search": "x"}):
+        assert "detail" in recollect(client, agent, 422, query=question, **refused)
+
+
 def test_the_chat_prompt_and_the_api_recollect_the_same_memories(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    """One rendering of the memory lines for both; the chat path's system prompt keeps its persona block and the
+    heading that tells its agent (which has the tools) to search for more."""
     store(client, agent, *FACTS, *[f"The user's cat Mochi did trick number {i} today." for i in range(12)])
     question = "Which tricks did my cat Mochi do today?"
     api = recollect(client, agent, query=question, include_core=False)
+    searching = recollect(client, agent, query=question, include_core=False, can_search=True)
     assert len(api["memories"]) > 3
     llm.reset(fallback=reply_with_recalled_memories)
     chat(client, agent, question)
     prompt = llm.requests[0]["messages"][0]["content"]
-    assert section_of(prompt).split("\n\nCurrent time:", 1)[0] == section_of(api["text"])
+    assert "<persona " in prompt and DEFAULT_PERSONA in prompt and "You are " in prompt
+    chat_section = section_of(prompt).split("\n\nCurrent time:", 1)[0]
+    assert chat_section.startswith(f"{MEMORIES_HEADING}\n<memories>\n") and "search for more" in chat_section
+    assert lines_of(chat_section) == lines_of(api["text"])
+    assert section_of(api["text"]).startswith(f"{RECOLLECTION_HEADING}\n<memories>\n")
+    # asked for (before the turn, whose reply is in recall memory now), the API's section is the chat prompt's
+    assert section_of(searching["text"]) == chat_section
