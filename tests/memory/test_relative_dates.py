@@ -1,7 +1,7 @@
 """Times a search query names relative to the asker's now (app/memory/search/relative_dates.py), as the spans of
 named_dates.spans: each widened by a day on both sides."""
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
@@ -128,3 +128,48 @@ def test_without_a_now_the_current_time_is_the_askers() -> None:
     found = spans("What did I say yesterday?")
     after = datetime.now(UTC).date()  # a test run across midnight reads either day
     assert found in [within(today - timedelta(days=1), today - timedelta(days=1)) for today in (before, after)]
+
+
+@pytest.mark.parametrize(
+    ("query", "first", "last"),
+    [
+        # a day or month named without its year: the latest one up to today (today Saturday 1 April 2023)
+        ("What did I do on 6 March?", date(2023, 3, 6), date(2023, 3, 6)),
+        ("What did I do on March 6th?", date(2023, 3, 6), date(2023, 3, 6)),
+        ("Where was I on 6 June?", date(2022, 6, 6), date(2022, 6, 6)),
+        ("3月6日は何をした？", date(2023, 3, 6), date(2023, 3, 6)),
+        ("What did I read in February?", date(2023, 2, 1), date(2023, 2, 28)),
+        ("2月は何をした？", date(2023, 2, 1), date(2023, 2, 28)),
+        ("What did I do in April?", date(2023, 4, 1), date(2023, 4, 30)),  # this one, while it lasts
+        # a weekday: the latest before today; 先週の月曜日: last week's
+        ("What did I cook on Monday?", date(2023, 3, 27), date(2023, 3, 27)),
+        ("月曜日に何をした？", date(2023, 3, 27), date(2023, 3, 27)),
+        ("先週の月曜日に何をした？", date(2023, 3, 20), date(2023, 3, 20)),
+        ("先週の金曜日何してた？", date(2023, 3, 24), date(2023, 3, 24)),
+        ("What did we do over the weekend?", date(2023, 3, 25), date(2023, 3, 26)),
+    ],
+)
+def test_a_day_month_or_weekday_without_a_year_is_the_latest_one(query: str, first: date, last: date) -> None:
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC) - TOLERANCE
+    stop = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1) + TOLERANCE
+    assert spans(query, NOW) == [(start, stop)]
+
+
+def test_named_with_its_year_or_ahead_it_is_not_read_as_the_latest() -> None:
+    assert spans("What did I do on 6 March 2021?", NOW) == [
+        (datetime(2021, 3, 6, tzinfo=UTC) - TOLERANCE, datetime(2021, 3, 7, tzinfo=UTC) + TOLERANCE)
+    ]
+    for query in ("来週の月曜日に何する？", "今週の金曜日は？", "毎週月曜日に走ってる", "5月3日前に届く？"):
+        assert spans(query, NOW) == [], query
+
+
+def test_days_are_the_askers_own_when_now_names_its_zone() -> None:
+    # 09:30 on Wednesday 12 June in Tokyo is still the 12th there, though 00:30 UTC: yesterday is Tokyo's 11 June
+    tokyo = timezone(timedelta(hours=9))
+    now = datetime(2024, 6, 12, 9, 30, tzinfo=tokyo)
+    yesterday = (datetime(2024, 6, 11, tzinfo=tokyo), datetime(2024, 6, 12, tzinfo=tokyo))
+    assert spans("What did I eat yesterday?", now, widen=False) == [yesterday]
+    assert spans("What did I eat yesterday?", now) == [(yesterday[0] - TOLERANCE, yesterday[1] + TOLERANCE)]
+    assert spans("What did I do on 6 June 2024?", now, widen=False) == [
+        (datetime(2024, 6, 6, tzinfo=tokyo), datetime(2024, 6, 7, tzinfo=tokyo))
+    ]

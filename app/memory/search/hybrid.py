@@ -141,6 +141,7 @@ pool AS (
         -- two per CTE, joined the lists in a nested loop (100 x 350 comparisons on LoCoMo)
         SELECT id, max(score) AS score FROM (
             SELECT id, NULL::float8 AS score, true AS nearest FROM vec UNION ALL SELECT id, score, false FROM bm25
+            UNION ALL SELECT id, NULL::float8, true FROM dated
         ) listed GROUP BY id HAVING bool_or(nearest) OR id IN (SELECT id FROM lex)
     ) b JOIN {table} t ON t.agent_id = :agent_id AND t.id = b.id
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
@@ -155,6 +156,23 @@ pool AS (
            + {1 - vector_weight} * coalesce(bm25 / lexical_scale, 0) AS score,
            bonus
     FROM pool CROSS JOIN norms
+)"""
+
+
+def _dated(table: str, where: str, limit: int) -> str:
+    """The top `limit` rows from the dates the query names (:named_from, :named_to), nearest the query first: "What
+    did I do last week?" is answered by what was said then, which may share no word and little meaning with it, and
+    in a large store it is among neither list's best. `limit` 0: no such list."""
+    if not limit:
+        return "dated AS (SELECT NULL::uuid AS id WHERE false)"
+    return f"""
+dated AS (
+    SELECT t.id FROM {table} t WHERE {where} AND t.embedding IS NOT NULL AND EXISTS (
+        SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
+        WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
+    )
+    ORDER BY t.embedding <=> CAST(:embedding AS vector)
+    LIMIT {limit}
 )"""
 
 
@@ -218,7 +236,14 @@ lead AS (
 
 @functools.lru_cache(maxsize=1024)  # a few shapes per table (mode, filters), and one per agent with its own index
 def _sql(
-    table: str, columns: str, filters: str, mode: Mode, sequence: tuple[str, ...] | None, own_index: uuid.UUID | None, bonus: str
+    table: str,
+    columns: str,
+    filters: str,
+    mode: Mode,
+    sequence: tuple[str, ...] | None,
+    own_index: uuid.UUID | None,
+    bonus: str,
+    dated: bool,
 ) -> str:
     where = f"agent_id = :agent_id AND ({filters})"
     vec_limit = CANDIDATES_PER_LIST if mode != "text" else 0
@@ -226,6 +251,7 @@ def _sql(
     ctes = [
         bm25.statistics(table),
         _nearest(table, where, vec_limit, own_index),
+        _dated(table, where, CANDIDATES_PER_LIST if dated else 0),
         bm25.lexical(table, filters, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode], CENTRE_SHARE[mode], bonus),
     ]
@@ -285,7 +311,8 @@ def search_statement(
     if speakers:
         params["speakers"] = speakers
     bonus = _bonus(bool(dates), speaker if speakers else None)
-    return _sql(table.name, _columns(model), " AND ".join(where) or "TRUE", query.mode, sequence, own_index, bonus), params
+    filters = " AND ".join(where) or "TRUE"
+    return _sql(table.name, _columns(model), filters, query.mode, sequence, own_index, bonus, bool(dates)), params
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -36,13 +36,16 @@ _PATTERNS = (
 )
 
 
-def spans(query: str, now: datetime | None = None) -> list[tuple[datetime, datetime]]:
+def spans(query: str, now: datetime | None = None, *, widen: bool = True) -> list[tuple[datetime, datetime]]:
     """The half-open UTC spans [start, end) of the dates `query` names, absolute ones and those relative to `now`
-    (the asker's; None: the current time), each widened by TOLERANCE on both sides."""
+    (the asker's; None: the current time), each widened by TOLERANCE on both sides unless not `widen`; days are
+    those of `now`'s zone (UTC without one)."""
     text = unicodedata.normalize("NFKC", query)
-    relative = relative_dates.spans(text, now or datetime.now(UTC))  # widened already
+    now = now or datetime.now(UTC)
+    relative = relative_dates.spans(text, now, widen=widen)
     found = [span for _, _, span in relative]
     taken = [(start, end) for start, end, _ in relative]
+    margin = TOLERANCE if widen else timedelta(0)
     for granularity, pattern, (y, m, d) in _PATTERNS:
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end in taken):
@@ -50,7 +53,8 @@ def spans(query: str, now: datetime | None = None) -> list[tuple[datetime, datet
             taken.append(match.span())  # even when it is no date: "31 February, 2023" does not name February
             with contextlib.suppress(ValueError, OverflowError):  # "31 February", month 13, year 0 or 9999: no span
                 start, end = _span(granularity, int(match[y]), _month(match[m]) if m else 1, int(match[d]) if d else 1)
-                found.append((start - TOLERANCE, end + TOLERANCE))
+                start, end = (relative_dates.in_zone(moment, now.tzinfo or UTC) for moment in (start, end))
+                found.append((start - margin, end + margin))
     return found
 
 

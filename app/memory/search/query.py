@@ -36,6 +36,11 @@ class SearchQuery:
         return named_dates.spans(self.text, self.now)
 
     @cached_property
+    def window(self) -> list[tuple[datetime, datetime]]:
+        """The same spans not widened: the times the text names, as the asker's calendar (`now`'s zone) has them."""
+        return named_dates.spans(self.text, self.now, widen=False)
+
+    @cached_property
     def speakers(self) -> list[str]:
         """Those the text names as speakers, from `asker`'s side (named_speakers.speakers)."""
         return named_speakers.speakers(self.text, self.asker)

@@ -15,7 +15,7 @@ import calendar
 import contextlib
 import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _WORDS = "one two three four five six seven eight nine ten eleven twelve".split()
@@ -43,10 +43,14 @@ MAX_COUNT = 100  # "1000 years ago" is beyond any memory
 WIDENED = timedelta(days=1)  # as named_dates.TOLERANCE: the asker's time zone is not known
 
 
-def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
+def spans(text: str, now: datetime, *, widen: bool = True) -> list[tuple[int, int, Span]]:
     """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text,
-    widened by WIDENED. A time outside the calendar (`now` near year 1 or 9999) names none."""
-    today = now.astimezone(UTC).date()
+    widened by WIDENED unless not `widen`. Days are the calendar's of `now`'s zone (an `as_of` sent as
+    "…T09:30+09:00" reads "yesterday" as the asker's), UTC's for a time without one. A time outside the calendar
+    (`now` near year 1 or 9999) names none."""
+    zone = now.tzinfo or UTC
+    today = now.astimezone(zone).date()
+    margin = WIDENED if widen else timedelta(0)
     found: list[tuple[int, int, Span]] = []
     for pattern, read in _PATTERNS:
         for match in pattern.finditer(text):
@@ -55,8 +59,14 @@ def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
             with contextlib.suppress(ValueError, OverflowError):
                 span = read(match, today)
                 if span is not None:
-                    found.append((match.start(), match.end(), (span[0] - WIDENED, span[1] + WIDENED)))
+                    start, end = (in_zone(moment, zone) for moment in span)
+                    found.append((match.start(), match.end(), (start - margin, end + margin)))
     return found
+
+
+def in_zone(midnight: datetime, zone: tzinfo) -> datetime:
+    """A reader's midnight (of the calendar, written in UTC) as that midnight in `zone`, in UTC."""
+    return midnight.replace(tzinfo=zone).astimezone(UTC)
 
 
 def _midnight(day: date) -> datetime:
@@ -124,6 +134,25 @@ def _last_weekday(today: date, weekday: int) -> Span:
     return _days(day, day)
 
 
+def _weekday_of_last_week(today: date, weekday: int) -> Span:
+    """先週の月曜日: that day of the calendar's previous week."""
+    monday = today - timedelta(days=today.weekday(), weeks=1)
+    return _days(monday + timedelta(days=weekday), monday + timedelta(days=weekday))
+
+
+def _latest_day(today: date, month: int, day: int) -> Span:
+    """ "on 6 June" with no year: the latest 6 June up to today."""
+    named = date(today.year, month, day) if (month, day) <= (today.month, today.day) else date(today.year - 1, month, day)
+    return _days(named, named)
+
+
+def _latest_month(today: date, month: int) -> Span:
+    """ "in June" with no year: the latest June begun by today (this one while it lasts)."""
+    year = today.year if month <= today.month else today.year - 1
+    first = date(year, month, 1)
+    return _days(first, date(year, month, calendar.monthrange(year, month)[1]))
+
+
 def _count(word: str) -> int:
     word = " ".join(word.lower().split())
     if word.isdigit():
@@ -160,8 +189,13 @@ _NOT_OF = r"(?!\s+(?:of|in|at|before|after)\b)"
 _POSSESSIVE = r"(?:(the|my|his|her|its|our|their|your)\s+)?"
 # "3日前": not "5月3日前" (before the 3rd of May) nor "誕生日の3日前" (three days before a birthday)
 _JAPANESE_AGO = rf"(?<![\d月の]){_KANJI_NUMBER}{_JAPANESE_UNIT}前"
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH = "|".join(_MONTHS)
+_WEEKDAY = "|".join(WEEKDAYS)
+_JAPANESE_WEEKDAYS = "月火水木金土日"
+_NO_YEAR = r"(?!,?\s*\d{4})(?!\s*年)"  # "6 June 2024" names its year: app/memory/search/named_dates.py reads it
 _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
-    # longer phrases first: "the day before yesterday" holds "yesterday", 一昨日 holds 昨日
+    # longer phrases first: "the day before yesterday" holds "yesterday", 一昨日 holds 昨日, 先週の月曜日 holds 先週
     (re.compile(r"\bthe day before yesterday\b|一昨日|おととい", re.I), lambda m, today: _ago(today, 2, "day")),
     (re.compile(r"\byesterday\b|\blast night\b|昨日|きのう|昨晩|昨夜", re.I), lambda m, today: _ago(today, 1, "day")),
     (re.compile(r"一昨年|おととし"), lambda m, today: _last(today, "year", 2)),
@@ -169,6 +203,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
     (re.compile(r"先々週"), lambda m, today: _last(today, "week", 2)),
     (re.compile(r"先々月"), lambda m, today: _last(today, "month", 2)),
     (re.compile(r"先週末"), lambda m, today: _last(today, "weekend")),
+    (
+        re.compile(rf"先週の?([{_JAPANESE_WEEKDAYS}])曜"),
+        lambda m, today: _weekday_of_last_week(today, _JAPANESE_WEEKDAYS.index(m[1])),
+    ),
     (re.compile(r"先週"), lambda m, today: _last(today, "week")),
     (re.compile(r"先月"), lambda m, today: _last(today, "month")),
     # "since I started again three weeks ago", "3週間前から": from then up to today
@@ -184,7 +222,40 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
         re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b{_NOT_OF}", re.I),
         lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
     ),
-    (re.compile(rf"\b(?:last|this past|the past)\s+weekend\b{_NOT_OF}", re.I), lambda m, today: _last(today, "weekend")),
+    (
+        re.compile(rf"\b(?:last|this past|the past|over the|on the|at the)\s+weekend\b{_NOT_OF}", re.I),
+        lambda m, today: _last(today, "weekend"),
+    ),
+    # a day or month named without a year, or a weekday with nothing before it: the latest one (questions to memory
+    # ask about the past; "next Monday", 来週の月曜日 name none)
+    (
+        re.compile(rf"\bon\s+({_WEEKDAY})\b{_NOT_OF}", re.I),
+        lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
+    ),
+    (
+        re.compile(rf"(?<![来今毎週\w])([{_JAPANESE_WEEKDAYS}])曜日?(?:に|は|の)"),
+        lambda m, today: _last_weekday(today, _JAPANESE_WEEKDAYS.index(m[1])),
+    ),
+    (
+        re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b{_NO_YEAR}", re.I),
+        lambda m, today: _latest_day(today, _MONTHS.index(m[2].lower()) + 1, int(m[1])),
+    ),
+    (
+        re.compile(rf"\b({_MONTH})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b{_NO_YEAR}", re.I),
+        lambda m, today: _latest_day(today, _MONTHS.index(m[1].lower()) + 1, int(m[2])),
+    ),
+    (
+        re.compile(r"(?<![年\d])(\d{1,2})月(\d{1,2})日(?!前)"),  # not 5月3日前 (before then)
+        lambda m, today: _latest_day(today, int(m[1]), int(m[2])),
+    ),
+    (
+        re.compile(rf"\b(?:in|during)\s+({_MONTH})\b{_NO_YEAR}", re.I),
+        lambda m, today: _latest_month(today, _MONTHS.index(m[1].lower()) + 1),
+    ),
+    (
+        re.compile(r"(?<![年\d])(\d{1,2})月(?:に|は|の|中)"),
+        lambda m, today: _latest_month(today, int(m[1])),
+    ),
     (re.compile(rf"\b{_POSSESSIVE}last\s+(week|month|year)\b{_NOT_OF}", re.I), _calendar_or_rolling),
     (re.compile(rf"\b(?:this\s+)?past\s+(week|month|year)\b{_NOT_OF}", re.I), lambda m, today: _past(today, 1, m[1].lower())),
 )
