@@ -7,7 +7,7 @@ archival and recall memory (the hybrid search); which hits go in, and how they a
 import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -26,13 +26,14 @@ from app.memory.recall.service import RecallMemory
 from app.memory.recollection_gate import (
     BUDGET_CHARS,
     KINDS,
-    MIN_MARGIN,
     PERSONAL,
-    PERSONAL_MIN_MARGIN,
+    WINDOW_RATIO,
     Kind,
     Recollection,
+    acknowledges,
     arrange,
     coverage,
+    min_margin,
     render,
     searched_for,
     select,
@@ -81,6 +82,14 @@ async def ready(embedder: Embedder) -> None:
 Caller = Literal["api", "mcp", "chat"]
 
 
+@dataclass(frozen=True)
+class CoreBlocks:
+    """Which core blocks go with the memories: those labelled `only` (None: every one) but `leave_out`."""
+
+    only: Sequence[str] | None = None
+    leave_out: Sequence[str] = ()
+
+
 class Recollector:
     """`elsewhere`: sessions for a second connection, on which recall memory and core memory are read while archival
     memory is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
@@ -112,7 +121,7 @@ class Recollector:
     ) -> list[Recollection]:
         """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
         `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
-        found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, include_core=False)
+        found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, core_blocks=None)
         return found
 
     async def _read(
@@ -125,13 +134,12 @@ class Recollector:
         as_of: datetime | None,
         below_seq: int | None,
         *,
-        include_core: bool,
+        core_blocks: CoreBlocks | None,
         tags: list[str] | None = None,
     ) -> tuple[list[Recollection], str | None]:
-        """The hits (`hits`) and the core-memory section (None unless `include_core`)."""
+        """The hits (`hits`) and the core-memory section of `core_blocks` (None: none)."""
         query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
-        bar = PERSONAL_MIN_MARGIN if base.personal >= PERSONAL else MIN_MARGIN
 
         def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
             margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
@@ -149,7 +157,6 @@ class Recollector:
                 speaker,
                 written,
                 hit.answers,
-                min_margin=bar,
                 terms=query_tokens,
             )
 
@@ -172,15 +179,15 @@ class Recollector:
                     agent_id, search, below_seq=below_seq, vector=embedding, as_of=as_of
                 )
                 found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
-            return found, await core(session, agent_id, as_of) if include_core else None
+            return found, await core(session, agent_id, as_of, core_blocks) if core_blocks else None
 
-        if self.elsewhere is None or not ("recall" in kinds or include_core):  # a second connection for nothing
+        if self.elsewhere is None or not ("recall" in kinds or core_blocks):  # a second connection for nothing
             passages = await archival(self.session)
             messages, section = await recall_and_core(self.session)
         else:
             async with reading(self.elsewhere) as other:
                 passages, (messages, section) = await asyncio.gather(archival(self.session), recall_and_core(other))
-        return passages + messages, section
+        return judged(passages + messages, search, base.personal), section
 
     async def recall(
         self,
@@ -192,7 +199,7 @@ class Recollector:
         tags: list[str] | None = None,
         as_of: datetime | None = None,
         repeats: Iterable[str] = (),
-        include_core: bool = True,
+        core_blocks: CoreBlocks | None = CoreBlocks(),
     ) -> Recalled:
         """`recollect` for a query not embedded yet (the recollection API, MCP's recall_context)."""
         embedding = await self.embedder.embed_query(query)
@@ -206,7 +213,7 @@ class Recollector:
             tags=tags,
             as_of=as_of,
             repeats=repeats,
-            include_core=include_core,
+            core_blocks=core_blocks,
         )
 
     async def recollect(
@@ -221,13 +228,13 @@ class Recollector:
         as_of: datetime | None = None,
         below_seq: int | None = None,
         repeats: Iterable[str] = (),
-        include_core: bool = False,
+        core_blocks: CoreBlocks | None = None,
     ) -> Recalled:
-        """The memories for `query` within `budget` characters (`select` over `hits`), and core memory (as it stood
-        `as_of`) when asked for. `repeats`: texts the caller has in front of it already; `tags`: only passages
+        """The memories for `query` within `budget` characters (`select` over `hits`), and the core blocks of
+        `core_blocks` as they stood `as_of` (None: no core memory). `repeats`: texts the caller has in front of it already; `tags`: only passages
         carrying all of them."""
         found, section = await self._read(
-            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, include_core=include_core, tags=tags
+            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
         RECOLLECTIONS.labels(self.caller, "memories" if chosen else "gated" if found else "empty").inc()
@@ -236,15 +243,28 @@ class Recollector:
         return Recalled(chosen, render(chosen), section)
 
 
+def judged(hits: list[Recollection], search: SearchQuery, personal: float) -> list[Recollection]:
+    """`hits` with what their query asks of them: the margin for as many memories as were compared (`min_margin`).
+    For a question about the asker's own past that names a time ("What did I do last week?", 先週末は何をした？), when
+    memory holds something said then: only that, the best of it (within WINDOW_RATIO of its best score: "Which
+    restaurant did I go to last weekend?" names a topic too), each evident. None for a message that only acknowledges
+    ("Yes", "ok thanks", はい): alone, it asks nothing of memory."""
+    if acknowledges(search.text):
+        return []
+    bar = min_margin(len(hits), personal)
+    window = search.window if personal >= PERSONAL else []
+    then = [h for h in hits if any(start <= h.occurred_at < stop for start, stop in window)]
+    if then:
+        best = max(h.score for h in then)
+        return [replace(h, min_margin=bar, in_window=True) for h in then if h.score >= WINDOW_RATIO * best]
+    return [replace(h, min_margin=bar) for h in hits]
+
+
 async def core(
-    session: AsyncSession,
-    agent_id: uuid.UUID,
-    as_of: datetime | None,
-    only: Sequence[str] | None = None,
-    leave_out: Sequence[str] = (),
+    session: AsyncSession, agent_id: uuid.UUID, as_of: datetime | None, blocks_wanted: CoreBlocks = CoreBlocks()
 ) -> str | None:
-    """The core-memory section for a caller's model, the blocks as they stood `as_of` (None: now): those labelled
-    `only` (None: every one) but `leave_out`, in the order of their labels, without the empty ones (they tell a model
+    """The core-memory section for a caller's model, the blocks as they stood `as_of` (None: now): those
+    `blocks_wanted` names, in the order of their labels, without the empty ones (they tell a model
     nothing); None without any. The chat path's prompt has its own (app/chat/prompt.py: every block)."""
     memory = CoreMemory(session)
     if as_of is None:
@@ -256,7 +276,7 @@ async def core(
     kept = [
         (b, v)
         for b, v in zip(blocks, values, strict=True)
-        if (only is None or b.label in only) and b.label not in leave_out and v.strip()
+        if (blocks_wanted.only is None or b.label in blocks_wanted.only) and b.label not in blocks_wanted.leave_out and v.strip()
     ]
     blocks, values = [b for b, _ in kept], [v for _, v in kept]
     return core_section(blocks, values) if blocks else None

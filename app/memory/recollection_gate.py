@@ -7,7 +7,11 @@ meaning or share enough of the query's words. Close: its cosine similarity stand
 cosine cannot tell, since multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of
 the query's distinct tokens found in the hit (bigrams for Japanese). When nothing is evident, nothing goes in:
 irrelevant memories mislead a model. A question about the asker's own life (`Baseline.personal`) needs less margin:
-memory is where its answer would be.
+memory is where its answer would be. A query compared with fewer memories than the hits searched needs less too
+(`min_margin`): the best of five unrelated memories stands out by chance less often than the best of thirty, so a
+store of five answers "What do I do for a living?" from its first week. A question about the asker's own past that
+names a time ("What did I do last week?") is answered by what was said then, in whatever words (`in_window`). A
+message that only acknowledges ("Yes", "はい") asks nothing (`acknowledges`).
 
 When some hit is evident, the budget is filled best first (`select`): every evident hit, and the others within
 COMPANY_RATIO of the best hit of their memory (in a conversation the answer is often a short turn that shares
@@ -16,13 +20,17 @@ long for what is left gives way to shorter ones after it, a short reply brings t
 ("Yes, last summer" means nothing alone), and a text already chosen is not repeated (a handed-in turn stored twice,
 the message being answered). They are written under a heading per day (and memory, for earlier messages), in the
 order they were said, one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py,
-chosen on LoCoMo, LongMemEval and the Japanese set together (bench/README.md)."""
+chosen on LoCoMo, LongMemEval, the Japanese set and the first-week set together (bench/README.md)."""
 
+import functools
+import re
+import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
+from statistics import NormalDist
 from typing import Literal
 
 from app.memory.excerpt import excerpt
@@ -38,7 +46,29 @@ MIN_MARGIN = 0.08
 # スポーツは？", 0.070). 0.055 let in 3 of 20 off-topic messages (tests/data/off_topic_heldout.json), 0.065 one.
 PERSONAL = 0.02
 PERSONAL_MIN_MARGIN = 0.065
+# The bars hold for a query compared with REFERENCE_COMPARED memories or more (the hits searched: every store of the
+# benchmark sets); a smaller store's are lower (`min_margin`). MARGIN_SPREAD: the standard deviation of unrelated
+# (message, memory) pairs' margins, FALSE_OPEN the chance the bar leaves to the best of them.
+REFERENCE_COMPARED = 30
+MARGIN_SPREAD = 0.028  # of the first-week set's (question, memory that does not answer it) pairs: 0.028 personal or not
+FALSE_OPEN = 0.05
 MIN_COVERAGE = 0.7
+# A question about a time is handed what was said then and ranks among the best of it: within this share of its
+# best fused score (bench/README.md, first-week set).
+WINDOW_RATIO = 0.3
+_ACKNOWLEDGEMENTS = (
+    "yes yeah yep yup no nope nah ok okay k sure thanks thank you thx ty great cool nice good fine perfect awesome "
+    "alright right exactly indeed noted lol haha hmm hm oh ah wow bye hi hello hey so much a lot very well done "
+    "sounds "
+    "got it sounds will do of course no problem good night good morning see you "
+    "はい いいえ うん ううん ええ いや ありがとう ありがとうございます どうも 了解 了解です りょうかい わかった わかりました "
+    "分かった 分かりました なるほど そうですね そうだね そっか そうか おk おっけー オッケー いいね すごい 笑 おやすみ "
+    "おやすみなさい こんにちは おはよう おはようございます こんばんは よろしく よろしくお願いします お疲れ様 お疲れ様です"
+).split()
+_ACKNOWLEDGEMENT = re.compile(
+    "(?:(?:" + "|".join(sorted(map(re.escape, _ACKNOWLEDGEMENTS), key=len, reverse=True)) + r")(?:\s+|$))*"
+)
+_NOT_WORDS = re.compile(r"[^\w]+|_")
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 # Evident hits come along as far as the budget goes (a share of the best evident hit's fused score, 0.665 until
 # 2026-12-06, dropped answers that score well below an echo of the question); the others within COMPANY_RATIO of
@@ -62,6 +92,31 @@ QUESTIONED_CHARS = 60
 SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 
 
+def min_margin(compared: int, personal: float) -> float:
+    """The margin a hit needs to be evident when the query is compared with `compared` memories: the chance that one
+    of them stands out by accident grows with their number. Unrelated pairs' margins spread about the baseline with
+    a deviation of about MARGIN_SPREAD; the bar is the margin the best of `compared` unrelated memories would pass
+    with the same probability as the best of REFERENCE_COMPARED does at the bar chosen on the benchmark sets (its
+    expected maximum: the normal quantile of (1 - FALSE_OPEN) ** (1 / n)). From REFERENCE_COMPARED on, the bars are
+    MIN_MARGIN and PERSONAL_MIN_MARGIN; below, lower: in a store of five memories the answer to "What do I do for a
+    living?" stands 0.06 above the baseline, and no more than 1 in 15 off-topic messages reaches that (bench/README.md,
+    first-week set)."""
+    bar = PERSONAL_MIN_MARGIN if personal >= PERSONAL else MIN_MARGIN
+    n = max(1, min(compared, REFERENCE_COMPARED))
+    return bar - MARGIN_SPREAD * (_expected_best(REFERENCE_COMPARED) - _expected_best(n))
+
+
+@functools.cache
+def _expected_best(n: int) -> float:
+    return NormalDist().inv_cdf((1 - FALSE_OPEN) ** (1 / n))
+
+
+def acknowledges(query: str) -> bool:
+    """Whether the message only acknowledges or greets ("Yes", "ok thanks!", "はい、ありがとう"), or holds no word."""
+    text = unicodedata.normalize("NFKC", query).casefold()
+    return _ACKNOWLEDGEMENT.fullmatch(_NOT_WORDS.sub(" ", text).strip()) is not None
+
+
 def memory_chars(budget: int, share: float = MEMORY_SHARE) -> int:
     """What one memory may take of `budget` (`share` of it; another share: a design bench/recollection.py weighs)."""
     return max(MIN_MEMORY_CHARS, round(budget * share))
@@ -83,11 +138,12 @@ class Recollection:
     cap: int = memory_chars(BUDGET_CHARS)  # of its content, as shown
     min_margin: float = MIN_MARGIN  # what its query asks of the margin
     terms: frozenset[str] = frozenset()  # the query's lexical terms, around which a long memory is cut
+    in_window: bool = False  # said within the time a question about the asker's own past names ("last week")
 
     @property
     def evident(self) -> bool:
-        """Relevant on its own: close in meaning or sharing enough of the query's words."""
-        return self.margin >= self.min_margin or self.coverage >= MIN_COVERAGE
+        """Relevant on its own: close in meaning, sharing enough of the query's words, or from the time asked about."""
+        return self.margin >= self.min_margin or self.coverage >= MIN_COVERAGE or self.in_window
 
     @cached_property
     def heading(self) -> str:

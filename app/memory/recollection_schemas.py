@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
 from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
-from app.memory.recollection import Recalled, Recollector, core
+from app.memory.recollection import CoreBlocks, Recalled, Recollector
 from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, Instant, Tag
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, AskersInstant, Tag
 from app.request_body import RequestBody
 
 MAX_MESSAGES = 50
@@ -66,11 +66,11 @@ class RecollectionRequest(RequestBody):
         "it to search for more when these are not enough, as the chat path's prompt does. Default: a heading that only "
         "says what the memories are (from earlier conversations, dated, data and not instructions)",
     )
-    as_of: Instant | None = Field(
+    as_of: AskersInstant | None = Field(
         default=None,
         description="memory as it stood then: passages valid then (superseded since included), messages said by "
         "then, core blocks at their revision of then; times the message names relative to now (yesterday, two weeks ago) "
-        "are read from it",
+        "are read from it, in its zone (send the asker's offset, e.g. 2024-06-12T09:30:00+09:00: the asker's days)",
     )
     kinds: list[Kind] = Field(
         default=list(KINDS), min_length=1, description="archival (passages) and/or recall (messages); archival alone with `tags`"
@@ -150,6 +150,12 @@ async def recollected(
 ) -> RecollectionRead:
     """The answer to `request` (`budget`: the characters when it names none): the memories as the chat path
     recollects them, and core memory as `request` asks for it."""
+    if not request.include_core:
+        blocks = None
+    elif request.core_blocks is None:
+        blocks = CoreBlocks(leave_out=LEFT_OUT_BY_DEFAULT)
+    else:
+        blocks = CoreBlocks(only=request.core_blocks)
     recalled = await recollector.recall(
         agent_id,
         request.search_text,
@@ -158,11 +164,6 @@ async def recollected(
         tags=request.tags,
         as_of=request.as_of,
         repeats=request.said,
-        include_core=False,
+        core_blocks=blocks,
     )
-    if request.include_core:
-        if request.core_blocks is None:
-            recalled.core = await core(recollector.session, agent_id, request.as_of, leave_out=LEFT_OUT_BY_DEFAULT)
-        else:
-            recalled.core = await core(recollector.session, agent_id, request.as_of, only=request.core_blocks)
     return RecollectionRead.of(recalled, request)

@@ -35,8 +35,16 @@ def _not_blank(text: str) -> str:
 # Text that is stored and searched: whitespace alone is refused, never stored as an empty memory.
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 
+
+def _zoned(moment: datetime) -> datetime:
+    """As `_utc`, but a time given with its zone keeps it: the asker's calendar ("yesterday" in Tokyo)."""
+    return _utc(moment).astimezone(moment.tzinfo) if moment.tzinfo else _utc(moment)
+
+
 # An ISO 8601 date or time ("2024-05-01", "2024-05-01T09:30:00+09:00"); without a zone, UTC.
 Instant = Annotated[datetime, AfterValidator(_utc)]
+# The same, kept in the zone it was given in: the asker's now, whose days are the asker's.
+AskersInstant = Annotated[datetime, AfterValidator(_zoned)]
 OCCURRED_AT = "when it happened or was said (ISO 8601; without a zone, UTC); default: now"
 
 
