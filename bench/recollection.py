@@ -8,7 +8,8 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
 - LoCoMo dev: one archival passage per turn ("Speaker: text"), dated by its session (`POST …/archival/batch`);
 - LongMemEval dev: each haystack handed in as a dated conversation (`POST …/messages`, recall memory);
 - Japanese: its 40 facts as archival passages, and 15 unrelated questions (the gate: nothing should come back);
-  then the held-out off-topic messages of tests/data/off_topic_heldout.json, asked of the same store.
+  then the held-out off-topic messages of tests/data/off_topic_heldout.json, asked of the same store;
+- the first-week set: small personal stores, each in its agent (bench/first_week.py, which reports it).
 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
 each turn folded into it). A long memory is shown as an excerpt (app/memory/excerpt.py), which may leave out what
@@ -48,7 +49,7 @@ from app.memory.recollection import Recollector
 from app.memory.recollection_gate import Kind, Recollection, select
 from app.memory.search import lexical
 from app.settings import Settings
-from bench import fusion_replica
+from bench import first_week, fusion_replica
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval import start_database
 from bench.retrieval_sets import DEFAULT_SETS, SETS, Corpus, Question, RetrievalSet
@@ -327,6 +328,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="only the first N corpora of each set")
     parser.add_argument("--cache", type=Path, help="embeddings kept across runs (bench/embedding_cache.py)")
     parser.add_argument("--no-chat", action="store_true", help="without the chat path")
+    parser.add_argument("--no-first-week", action="store_true", help="without the first-week set")
     args = parser.parse_args()
     embedder: Embedder = build_embedder(Settings())
     if args.cache:
@@ -354,6 +356,9 @@ def main() -> None:
             report("Through POST …/recollection (the shipped design)", through_api(client, stored))
             if "Japanese" in stored:
                 print(off_topic(client, stored["Japanese"][0]))
+            if not args.no_first_week:
+                print("\n== The first-week set (bench/first_week.py), through POST …/recollection at 1,500 characters")
+                first_week.report(first_week.measure(client, first_week.stores()))
             if not args.no_chat:
                 tallies = chat_path(client, llm, stored)
                 report(
