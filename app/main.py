@@ -1,4 +1,5 @@
-"""The FastAPI application: create_app() and its lifespan (database, migrations, embedder, LLM client)."""
+"""The FastAPI application: create_app() and its lifespan (database, migrations, embedder, LLM client, the warm-up
+that readiness waits for)."""
 
 import asyncio
 import logging
@@ -49,23 +50,30 @@ from app.memory.search import agent_indexes
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware
 from app.quotas.headers import QuotaHeadersMiddleware
+from app.readiness import WARM_CONNECTIONS, Warmup, warm_database
 from app.replicas import ReadReplicas
 from app.runtime import Runtime, runtime
 from app.settings import Settings, get_settings
 
 log = logging.getLogger("engram")
+WARMUP_RETRY_AFTER_SECONDS = 1  # the warm-up takes seconds, and is tried again within seconds when it fails
 
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings  # create_app's inputs; what the lifespan builds is app.state.runtime
     async with AsyncExitStack() as cleanup:  # undone in reverse order, on any exit
+        embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
+        # What the first requests would compute, computed while the rest starts; /readyz says ready once it is
+        # (app/readiness.py).
+        warmup = app.state.warmup = Warmup(embedder)
+        warmup.start()
+        cleanup.push_async_callback(warmup.stop)
         url = settings.database_url
         if url is None:
             embedded = await asyncio.to_thread(db.start_embedded_postgres, settings.data_dir)
             cleanup.push_async_callback(asyncio.to_thread, embedded.stop)
             url = embedded.url
-        embedder: Embedder = app.state.embedder or await asyncio.to_thread(build_embedder, settings)
         if settings.migrate_on_start:
             await db.migrate(url, embedder.dim, settings.partitions)
         engine = db.create_engine(url, settings.db_pool_size)
@@ -81,13 +89,18 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             cleanup.push_async_callback(replicas.stop)
             await replicas.check()  # the first reads know which replicas they may use
             replicas.start()
-        async with _serving(app, settings, engine, embedder, replicas):
+        async with _serving(app, settings, engine, embedder, replicas, warmup):
             yield
 
 
 @asynccontextmanager
 async def _serving(
-    app: FastAPI, settings: Settings, engine: AsyncEngine, embedder: Embedder, replicas: ReadReplicas | None
+    app: FastAPI,
+    settings: Settings,
+    engine: AsyncEngine,
+    embedder: Embedder,
+    replicas: ReadReplicas | None,
+    warmup: Warmup,
 ) -> AsyncIterator[None]:
     await check_embedding_space(engine, embedder)
     sessions = db.session_factory(engine)
@@ -114,6 +127,9 @@ async def _serving(
     ASYNCIO_TASKS.set_function(lambda: len(asyncio.all_tasks(loop)))
     if isinstance(engine.pool, QueuePool):  # db.create_engine's: the gauge counts its checked-out connections
         DB_CONNECTIONS_IN_USE.set_function(engine.pool.checkedout)
+    # the pooled connections the first requests will take (the most recently used first)
+    await warm_database(sessions, embedder, min(WARM_CONNECTIONS, settings.db_pool_size))
+    await warmup.first_attempt()  # not listening yet: the first request finds it done, unless it failed or took long
     try:
         async with app.state.mcp.running():  # the MCP session manager: a mounted app's own lifespan never runs
             yield
@@ -164,9 +180,14 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         """Liveness: the process is up."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], responses={503: {"description": "Database unreachable"}})
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        responses={503: {"description": "Not ready: shutting down, the database unreachable, or still warming up"}},
+    )
     async def readyz(request: Request) -> JSONResponse:
-        """Readiness: the database answers, and the service is not shutting down."""
+        """Readiness: the service is not shutting down, the database answers, and the start-up's warm-up is done
+        (the recollection gate's cohorts embedded): the first requests are as fast as the next (docs/operations.md)."""
         # Read replicas are listed with their state: one that is down or lags leaves the service ready (the
         # primary serves its reads).
         if request.app.state.drain.active:
@@ -184,6 +205,13 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
                 {"error": "not_ready", "detail": f"database unreachable: {type(exc).__name__}"},
                 status_code=503,
                 headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+            )
+        warmup: Warmup = request.app.state.warmup
+        if not warmup.done:  # still warming up, or its embedder failing: tried again in the background
+            return JSONResponse(
+                {"error": "not_ready", "detail": warmup.problem},
+                status_code=503,
+                headers={"Retry-After": str(WARMUP_RETRY_AFTER_SECONDS)},
             )
         replicas = runtime(request.app).replicas
         return JSONResponse({"status": "ready"} | ({"replicas": replicas.status()} if replicas else {}))

@@ -111,16 +111,20 @@ def test_the_baselines_cohorts_cost_a_remote_embedder_one_request_each(
     postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A symmetric endpoint embeds a query as a passage: the cohorts' 70 fixed texts go in three requests (generic
-    # passages, personal questions, general questions), not one request per question.
+    # passages, personal questions, general questions), not one request per question. The start asks for them
+    # (app/readiness.py), and a recollection then asks for its query alone.
     for store in ("_centroids", "_personal_means", "_general_means"):
         monkeypatch.setattr(cohort_baseline, store, {})
+    llm.embedding_requests.clear()
     with remote(postgres_server, llm) as (client, _):
+        started = [len(request["input"]) for request in llm.embedding_requests]
         agent = client.post("/v1/agents", json={"name": "remote"}).json()
         client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user is planning a trip to Kyoto"})
         llm.embedding_requests.clear()
         recalled = client.post(f"/v1/agents/{agent['id']}/recollection", json={"query": "Where am I travelling to?"})
     assert recalled.status_code == 200, recalled.text
-    assert [len(request["input"]) for request in llm.embedding_requests] == [1, 30, 20, 20]  # the query first
+    assert started == [30, 20, 20, 1]  # the cohorts, then the warm-up's short passage
+    assert [len(request["input"]) for request in llm.embedding_requests] == [1]  # the query
 
 
 def test_a_server_that_does_not_normalise_its_vectors_has_them_stored_of_length_one(
