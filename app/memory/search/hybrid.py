@@ -134,25 +134,29 @@ def _fused(table: str, vector_weight: float, centre_share: float, bonus: str) ->
     return f"""
 pool AS (
     SELECT t.id, c.similarity, {_centred("c.similarity", "t", centre_share)} AS centred,
-           coalesce(b.score, 0) AS bm25,
+           coalesce(b.score, 0) AS bm25, b.added,
            {bonus} AS bonus
     FROM (
         -- each candidate with its BM25 (if any), by grouping rather than joining: the planner, guessing a row or
-        -- two per CTE, joined the lists in a nested loop (100 x 350 comparisons on LoCoMo)
-        SELECT id, max(score) AS score FROM (
-            SELECT id, NULL::float8 AS score, true AS nearest FROM vec UNION ALL SELECT id, score, false FROM bm25
-            UNION ALL SELECT id, NULL::float8, true FROM dated
+        -- two per CTE, joined the lists in a nested loop (100 x 350 comparisons on LoCoMo); `added`: from the named
+        -- time's list alone
+        SELECT id, max(score) AS score, bool_and(dated) AS added FROM (
+            SELECT id, NULL::float8 AS score, true AS nearest, false AS dated FROM vec
+            UNION ALL SELECT id, score, false, false FROM bm25
+            UNION ALL SELECT id, NULL::float8, true, true FROM dated
         ) listed GROUP BY id HAVING bool_or(nearest) OR id IN (SELECT id FROM lex)
     ) b JOIN {table} t ON t.agent_id = :agent_id AND t.id = b.id
     CROSS JOIN LATERAL (SELECT {_cosine("t")} AS similarity) c
 ), norms AS (
+    -- over the vector and lexical candidates: rows added from a named time do not move the others' scores
     SELECT min(centred) AS low, max(centred) AS high,
            nullif((SELECT value FROM bound), 0) AS lexical_scale
-    FROM pool
+    FROM pool WHERE NOT added
 ), fused AS (
     SELECT id, coalesce(similarity, 0) AS similarity,
            -- a row without a vector gets no vector share, and does not stretch the others' range
-           {vector_weight} * CASE WHEN centred IS NULL THEN 0 ELSE coalesce((centred - low) / nullif(high - low, 0), 1) END
+           {vector_weight} * CASE WHEN centred IS NULL THEN 0
+               ELSE coalesce(least(greatest((centred - low) / nullif(high - low, 0), 0), 1), 1) END
            + {1 - vector_weight} * coalesce(bm25 / lexical_scale, 0) AS score,
            bonus
     FROM pool CROSS JOIN norms
@@ -162,7 +166,8 @@ pool AS (
 def _dated(table: str, where: str, limit: int) -> str:
     """The top `limit` rows from the dates the query names (:named_from, :named_to), nearest the query first: "What
     did I do last week?" is answered by what was said then, which may share no word and little meaning with it, and
-    in a large store it is among neither list's best. `limit` 0: no such list."""
+    in a large store it is among neither list's best. They join the candidates scored on the others' range (the
+    vector share clipped to it), so that adding them changes no other row's score. `limit` 0: no such list."""
     if not limit:
         return "dated AS (SELECT NULL::uuid AS id WHERE false)"
     return f"""
