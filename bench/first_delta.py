@@ -24,7 +24,7 @@ from pydantic_core import from_json
 from websockets.sync.client import connect
 
 from testkit.scripted_llm import STREAM_PIECE_CHARS, ScriptedLLM, call, tools
-from testkit.service_process import running_service
+from testkit.service_process import running_service, scripted_env
 
 REPLY = "はい、覚えています。You told me about the ramen place near Kyoto station last spring."
 # The reply's first characters are in the arguments' piece that holds the text's first character; the chunks before
@@ -105,14 +105,8 @@ def main() -> None:
     args = parser.parse_args()
     llm = ScriptedLLM().start()
     with tempfile.TemporaryDirectory() as data:
-        env = {
-            "ENGRAM_DATA_DIR": data,
-            "OPENAI_BASE_URL": llm.url,
-            "OPENAI_API_KEY": "bench",
-            "ENGRAM_LLM_MODEL": "scripted",
-            "ENGRAM_LLM_MAX_RETRIES": "0",
-            "ENGRAM_AUTO_RETRIEVAL": "false",  # the turn's own work before the LLM call is not what is measured
-        }
+        # the turn's own work before the LLM call is not what is measured
+        env = scripted_env(data, llm.url, ENGRAM_AUTO_RETRIEVAL="false")
         with running_service(env) as base:
             agent = httpx.post(f"{base}/v1/agents", json={"name": "bench"}).json()["id"]
             measure(llm, 3, lambda: sse(base, agent))  # warm: connections, the first turn's caches

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from testkit.scripted_llm import ScriptedLLM, call, free_port, tools
-from testkit.service_process import stop_service
+from testkit.service_process import scripted_env, stop_service
 
 PASSAGES = [
     "Aiko lives in Osaka and works as a pharmacist.",
@@ -165,14 +165,7 @@ def main() -> None:
     llm.reset(fallback=tools(call("send_message", text="はい、覚えています。")))
     figures = Figures()
     with tempfile.TemporaryDirectory(prefix="engram-restart-") as data:
-        env = {
-            **os.environ,
-            "ENGRAM_DATA_DIR": data,
-            "OPENAI_BASE_URL": llm.url,
-            "OPENAI_API_KEY": "bench",
-            "ENGRAM_LLM_MODEL": "scripted",
-            "ENGRAM_LLM_MAX_RETRIES": "0",
-        }
+        env = {**os.environ, **scripted_env(data, llm.url)}
         agent = store_memories(env)
         for n in range(args.restarts):
             restart(env, agent, KINDS if n % 2 == 0 else KINDS[::-1], args.warm, figures)

@@ -30,7 +30,6 @@ Measured in one run:
 
 import argparse
 import asyncio
-import os
 import re
 import statistics
 import tempfile
@@ -48,7 +47,7 @@ from app.settings import available_cpus
 from bench.retrieval_sets import LONGMEMEVAL, locomo, longmemeval
 from testkit.bulk import import_passages_async
 from testkit.scripted_llm import ScriptedLLM, call, slow, tools
-from testkit.service_process import running_service
+from testkit.service_process import running_service, scripted_env
 
 METRIC = re.compile(
     r'^(engram_turn_phase_seconds|engram_turn_lock_wait_seconds)_(sum|count)\{(?:phase|outcome)="([^"]+)"\} (\S+)$'
@@ -156,14 +155,7 @@ def main() -> None:
     llm.reset(fallback=slow(answer, args.llm_seconds) if args.llm_seconds else answer)
     try:
         with tempfile.TemporaryDirectory(prefix="engram-turn-") as data_dir:
-            env = {
-                "ENGRAM_DATA_DIR": data_dir,
-                "OPENAI_BASE_URL": llm.url,
-                "OPENAI_API_KEY": "bench",
-                "ENGRAM_LLM_MODEL": "scripted",
-                "ENGRAM_EMBEDDING_THREADS": str(args.embedding_threads),
-                "PATH": os.environ["PATH"],
-            }
+            env = scripted_env(data_dir, llm.url, ENGRAM_EMBEDDING_THREADS=str(args.embedding_threads))
             with running_service(env) as base:
                 own = asyncio.run(bench(base, llm, passages, questions, args.turns, args.pause))
     finally:

@@ -13,6 +13,19 @@ import httpx
 from testkit.scripted_llm import free_port
 
 
+def scripted_env(data_dir: str, llm_url: str, **settings: str) -> dict[str, str]:
+    """The environment of an `engram serve` on its own embedded data in `data_dir`, its LLM the scripted one at
+    `llm_url` (a failed call not retried), and `settings` (ENGRAM_… variables) besides."""
+    return {
+        "ENGRAM_DATA_DIR": data_dir,
+        "OPENAI_BASE_URL": llm_url,
+        "OPENAI_API_KEY": "bench",
+        "ENGRAM_LLM_MODEL": "scripted",
+        "ENGRAM_LLM_MAX_RETRIES": "0",
+        **settings,
+    }
+
+
 def start_service(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     process = subprocess.Popen(

@@ -47,9 +47,13 @@ NOW = datetime(2023, 4, 1, 16, 8, tzinfo=UTC)  # a Saturday
     ],
 )
 def test_a_relative_time_is_read_against_the_askers_now(query: str, first: date, last: date) -> None:
+    assert spans(query, NOW) == [widened(first, last)]
+
+
+def widened(first: date, last: date) -> tuple[datetime, datetime]:
+    """The span from the start of `first` to the end of `last` (UTC days), widened by TOLERANCE."""
     start = datetime(first.year, first.month, first.day, tzinfo=UTC) - TOLERANCE
-    stop = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1) + TOLERANCE
-    assert spans(query, NOW) == [(start, stop)]
+    return start, datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1) + TOLERANCE
 
 
 def test_words_that_name_no_past_time_name_none() -> None:
@@ -150,15 +154,11 @@ def test_without_a_now_the_current_time_is_the_askers() -> None:
     ],
 )
 def test_a_day_month_or_weekday_without_a_year_is_the_latest_one(query: str, first: date, last: date) -> None:
-    start = datetime(first.year, first.month, first.day, tzinfo=UTC) - TOLERANCE
-    stop = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1) + TOLERANCE
-    assert spans(query, NOW) == [(start, stop)]
+    assert spans(query, NOW) == [widened(first, last)]
 
 
 def test_named_with_its_year_or_ahead_it_is_not_read_as_the_latest() -> None:
-    assert spans("What did I do on 6 March 2021?", NOW) == [
-        (datetime(2021, 3, 6, tzinfo=UTC) - TOLERANCE, datetime(2021, 3, 7, tzinfo=UTC) + TOLERANCE)
-    ]
+    assert spans("What did I do on 6 March 2021?", NOW) == [widened(date(2021, 3, 6), date(2021, 3, 6))]
     for query in ("来週の月曜日に何する？", "今週の金曜日は？", "毎週月曜日に走ってる", "5月3日前に届く？"):
         assert spans(query, NOW) == [], query
 
