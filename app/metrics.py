@@ -20,7 +20,7 @@ SEARCH_SECONDS = Histogram(
 # agent with no memory yet); `gated`: hits were found and none handed over (none stood out, or the caller has them).
 RECOLLECTIONS = Counter(
     "engram_recollections_total",
-    "Recollections by who asked (api, mcp, chat) and outcome (memories, gated, empty)",
+    "Recollections by who asked (api, mcp, chat) and outcome (memories, gated, acknowledged, empty)",
     ["caller", "outcome"],
 )
 RECOLLECTED_MEMORIES = Histogram(

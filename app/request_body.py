@@ -13,21 +13,28 @@ NUL = "\x00"
 
 def nul_at(value: Any) -> str | None:
     """Where within a value (a string, or JSON-like lists and objects) a NUL character is, as a dotted path ("" for
-    the value itself), or None. A nested StorableBody has checked its own fields (and named them)."""
-    if isinstance(value, str):
-        return "" if NUL in value else None
-    entries: Iterable[tuple[Any, Any]] = ()
-    if isinstance(value, Mapping):
-        entries = value.items()
-    elif isinstance(value, list | tuple):
-        entries = enumerate(value)
-    elif isinstance(value, BaseModel) and not isinstance(value, StorableBody):
-        entries = value  # (field, value) pairs
-    for key, item in entries:
-        if isinstance(key, str) and NUL in key:
-            return repr(key)
-        if (inner := nul_at(item)) is not None:
-            return f"{key}.{inner}" if inner else str(key)
+    the value itself), or None. A nested StorableBody has checked its own fields (and named them). Walked with a stack
+    of its own: a document nested a thousand deep is refused by its NUL, not by Python's recursion limit."""
+    stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if NUL in item:
+                return ".".join(path)
+            continue
+        entries: Iterable[tuple[Any, Any]] = ()
+        if isinstance(item, Mapping):
+            entries = item.items()
+        elif isinstance(item, list | tuple):
+            entries = enumerate(item)
+        elif isinstance(item, BaseModel) and not isinstance(item, StorableBody):
+            entries = item  # (field, value) pairs
+        children = []
+        for key, child in entries:
+            if isinstance(key, str) and NUL in key:
+                return ".".join((*path, repr(key)))
+            children.append(((*path, str(key)), child))
+        stack.extend(reversed(children))
     return None
 
 

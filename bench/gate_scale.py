@@ -22,7 +22,7 @@ import numpy as np
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
 from app.memory.cohort_baseline import Baseline, baseline
-from app.memory.recollection_gate import MIN_MARGIN, PERSONAL, PERSONAL_MIN_MARGIN
+from app.memory.recollection_gate import min_margin
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval_sets import JAPANESE, ROOT, Corpus, japanese, locomo
@@ -50,10 +50,10 @@ class WordLlama:
         return (await self.embed_passages([text]))[0]
 
 
-def bar(base: Baseline, scaled: bool) -> float:
-    """The gate's bar for a query: less margin for a question about the asker's own life."""
-    personal = base.personal if scaled else base.personal / base.scale
-    return PERSONAL_MIN_MARGIN if personal >= PERSONAL else MIN_MARGIN
+def bar(base: Baseline, scaled: bool, compared: int) -> float:
+    """The gate's bar for a query compared with `compared` memories (recollection_gate.min_margin): less margin for a
+    question about the asker's own life."""
+    return min_margin(compared, base.personal if scaled else base.personal / base.scale)
 
 
 async def passes(embedder: Embedder, stores: list[Corpus], off_topic: list[str]) -> dict[str, tuple[float, float, int]]:
@@ -70,7 +70,7 @@ async def passes(embedder: Embedder, stores: list[Corpus], off_topic: list[str])
             similarities = passages @ np.asarray(vector, dtype=np.float32)
             best = float(similarities[gold].max() if gold else similarities.max())
             for name, margin in (("own", best - base.similarity), ("scaled", base.margin(best))):
-                (evidence if gold else stray)[name].append(margin >= bar(base, name == "scaled"))
+                (evidence if gold else stray)[name].append(margin >= bar(base, name == "scaled", len(corpus.passages)))
     return {name: (float(np.mean(evidence[name])), float(np.mean(stray[name])), sum(stray[name])) for name in evidence}
 
 

@@ -14,10 +14,10 @@ from app.memory.schemas import (
     MAX_BATCH_ITEMS,
     MAX_QUERY_CHARS,
     MAX_TAGS,
+    AskersInstant,
     BlockRead,
     BlockWrite,
     CoreMemoryRead,
-    Instant,
     MessageRead,
     PassageBatchCreate,
     PassageBatchRead,
@@ -34,7 +34,13 @@ router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ER
 
 Label = Annotated[str, Path(pattern=LABEL_PATTERN, description="block label")]
 Tags = Annotated[list[str] | None, Query(max_length=MAX_TAGS, description="only passages carrying all these tags")]
-AsOf = Annotated[Instant | None, Query(description="read memory as it was at this time (ISO 8601; without a zone, UTC)")]
+AsOf = Annotated[
+    AskersInstant | None,
+    Query(
+        description="read memory as it was at this time (ISO 8601; without a zone, UTC); times a query names relative "
+        "to now (yesterday, last week) are read from it, in its zone"
+    ),
+]
 
 
 def parse_if_match(value: str | None) -> int | None:

@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from app.cli import client
-from app.cli.terminal import json_text, visible
+from app.cli.terminal import for_stdout, json_text, visible
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -70,7 +70,7 @@ def _show(args: argparse.Namespace) -> None:
         if args.label:  # the value alone on stdout (to pipe or redirect), what it is on stderr
             block = _block(api, agent, args.label)
             Console(stderr=True, highlight=False).print(Text(_about(block), "dim"))
-            sys.stdout.write(visible(block["value"]) + ("" if block["value"].endswith("\n") else "\n"))
+            sys.stdout.write(for_stdout(block["value"]) + ("" if block["value"].endswith("\n") else "\n"))
             return
         blocks = _blocks(api, agent)
     console = Console(highlight=False)
@@ -151,7 +151,7 @@ def _recall(args: argparse.Namespace) -> None:
         sys.stdout.write(json_text(answer) + "\n")
         return
     if answer["text"]:
-        sys.stdout.write(visible(answer["text"]) + "\n")
+        sys.stdout.write(for_stdout(answer["text"]) + "\n")
     found = len(answer["memories"])
     about = f"{found} memories, {answer['chars']} characters" if found else "no memory bears on this"
     Console(stderr=True, highlight=False).print(Text(f"{visible(agent['name'])}: {about}", "dim"))

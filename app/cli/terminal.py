@@ -4,6 +4,7 @@ the window, rewrite what was printed. Rich's Text strips a few of them and passe
 library's escaping (`repr`, `unicode_escape`) would escape every non-ASCII character too, Japanese included."""
 
 import json
+import sys
 import unicodedata
 from typing import Any
 
@@ -16,6 +17,15 @@ _JSON_ESCAPES = {code: f"\\u{code:04x}" for code in _ESCAPES if code >= 0x7F}
 def visible(text: str) -> str:
     """The text with its control characters (but newline and tab) escaped."""
     return text.translate(_ESCAPES)
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def for_stdout(text: str) -> str:
+    """A stored text alone on stdout: escaped for a terminal, whole when piped or redirected (the text is the data)."""
+    return visible(text) if stdout_is_terminal() else text
 
 
 def json_text(value: Any) -> str:

@@ -237,7 +237,8 @@ class Recollector:
             agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
         )
         chosen = arrange(select(found, budget=budget, repeats=repeats))
-        RECOLLECTIONS.labels(self.caller, "memories" if chosen else "gated" if found else "empty").inc()
+        outcome = "memories" if chosen else "gated" if found else "acknowledged" if acknowledges(query) else "empty"
+        RECOLLECTIONS.labels(self.caller, outcome).inc()
         if chosen:
             RECOLLECTED_MEMORIES.labels(self.caller).observe(len(chosen))
         return Recalled(chosen, render(chosen), section)

@@ -56,18 +56,20 @@ MIN_COVERAGE = 0.7
 # A question about a time is handed what was said then and ranks among the best of it: within this share of its
 # best fused score (bench/README.md, first-week set).
 WINDOW_RATIO = 0.3
+# Whole phrases, matched whole: "you" or "do" alone acknowledges nothing ("Will you do it?" asks)
 _ACKNOWLEDGEMENTS = (
-    "yes yeah yep yup no nope nah ok okay k sure thanks thank you thx ty great cool nice good fine perfect awesome "
-    "alright right exactly indeed noted lol haha hmm hm oh ah wow bye hi hello hey so much a lot very well done "
-    "sounds "
-    "got it sounds will do of course no problem good night good morning see you "
-    "はい いいえ うん ううん ええ いや ありがとう ありがとうございます どうも 了解 了解です りょうかい わかった わかりました "
-    "分かった 分かりました なるほど そうですね そうだね そっか そうか おk おっけー オッケー いいね すごい 笑 おやすみ "
-    "おやすみなさい こんにちは おはよう おはようございます こんばんは よろしく よろしくお願いします お疲れ様 お疲れ様です"
-).split()
-_ACKNOWLEDGEMENT = re.compile(
-    "(?:(?:" + "|".join(sorted(map(re.escape, _ACKNOWLEDGEMENTS), key=len, reverse=True)) + r")(?:\s+|$))*"
-)
+    "yes", "yeah", "yep", "yup", "no", "nope", "nah", "ok", "okay", "k", "sure", "thanks", "thank you", "thx", "ty",
+    "great", "cool", "nice", "good", "fine", "perfect", "awesome", "alright", "all right", "right", "exactly",
+    "indeed", "noted", "lol", "haha", "hmm", "hm", "oh", "ah", "wow", "bye", "hi", "hello", "hey", "so much",
+    "a lot", "very much", "well done", "sounds good", "got it", "will do", "of course", "no problem", "good night",
+    "good morning", "see you",
+    "はい", "いいえ", "うん", "ううん", "ええ", "いや", "ありがとう", "ありがとうございます", "どうも", "了解", "了解です",
+    "りょうかい", "わかった", "わかりました", "分かった", "分かりました", "なるほど", "そうですね", "そうだね", "そっか",
+    "そうか", "おk", "おっけー", "オッケー", "いいね", "すごい", "笑", "おやすみ", "おやすみなさい", "こんにちは", "おはよう",
+    "おはようございます", "こんばんは", "よろしく", "よろしくお願いします", "お疲れ様", "お疲れ様です",
+)  # fmt: skip
+_PHRASE = "|".join(r"\s+".join(map(re.escape, p.split())) for p in sorted(_ACKNOWLEDGEMENTS, key=len, reverse=True))
+_ACKNOWLEDGEMENT = re.compile(rf"(?:(?:{_PHRASE})(?:\s+|$))*")
 _NOT_WORDS = re.compile(r"[^\w]+|_")
 MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 # Evident hits come along as far as the budget goes (a share of the best evident hit's fused score, 0.665 until

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cli import client as cli_client
-from app.cli import main
+from app.cli import main, terminal
 from app.cli import memory as cli_memory
 from app.llm.embeddings import Embedder
 from app.main import create_app
@@ -155,9 +155,10 @@ def raw_controls(text: str) -> list[str]:
 
 
 def test_stored_control_characters_reach_the_terminal_escaped(
-    cli: Cli, client: TestClient, llm: ScriptedLLM, capsys: pytest.CaptureFixture[str]
+    cli: Cli, client: TestClient, llm: ScriptedLLM, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A memory, a name or a reply holding ESC, BEL or C1 codes cannot recolour, retitle or rewrite the terminal."""
+    monkeypatch.setattr(terminal, "stdout_is_terminal", lambda: True)
     name = f"Aiko\x1b]0;pwned\x07 {uuid.uuid4().hex[:6]}"
     agent = client.post("/v1/agents", json={"name": name}).json()
     hostile = "The user's cat is called Mochi.\x1b[31m\x07\x9b2J"
@@ -178,6 +179,12 @@ def test_stored_control_characters_reach_the_terminal_escaped(
     with pytest.raises(SystemExit) as refused:
         cli("memory", "show", name, "nothing")
     assert raw_controls(str(refused.value.code)) == [] and "\\x1b]0;pwned\\x07" in str(refused.value.code)
+
+    # Piped or redirected, a value alone on stdout is the data itself, whole; what goes to the terminal stays escaped.
+    monkeypatch.setattr(terminal, "stdout_is_terminal", lambda: False)
+    cli("memory", "show", agent["id"], "human")
+    out, err = capsys.readouterr()
+    assert out == "Name: Taro\x1b[31m\x07\n" and raw_controls(err) == []
 
     # As JSON: still valid, the stored text whole once parsed, no control character raw on the terminal.
     cli("recall", agent["id"], "What is my cat called?", "--json")

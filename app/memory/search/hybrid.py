@@ -172,7 +172,11 @@ def _dated(table: str, where: str, limit: int) -> str:
         return "dated AS (SELECT NULL::uuid AS id WHERE false)"
     return f"""
 dated AS (
-    SELECT t.id FROM {table} t WHERE {where} AND t.embedding IS NOT NULL AND EXISTS (
+    SELECT t.id FROM {table} t WHERE {where} AND t.embedding IS NOT NULL
+        -- the named times' whole range first, which an (agent_id, occurred_at) index can read
+        AND t.occurred_at >= (SELECT min(start) FROM unnest(CAST(:named_from AS timestamptz[])) AS d(start))
+        AND t.occurred_at < (SELECT max(stop) FROM unnest(CAST(:named_to AS timestamptz[])) AS d(stop))
+        AND EXISTS (
         SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
         WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
     )

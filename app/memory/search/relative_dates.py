@@ -233,7 +233,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
         lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
     ),
     (
-        re.compile(rf"(?<![来今毎週\w])([{_JAPANESE_WEEKDAYS}])曜日?(?:に|は|の)"),
+        # not 来週の月曜日, 今週の, 毎週 (ahead, or every week), 先週の (read above)
+        re.compile(rf"(?<![来今毎先]週)(?<![来今毎先]週の)(?<!毎)([{_JAPANESE_WEEKDAYS}])曜日?(?:に|は|の)"),
         lambda m, today: _last_weekday(today, _JAPANESE_WEEKDAYS.index(m[1])),
     ),
     (
