@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
-from app.request_body import NUL_REFUSED
+from app.request_body import NUL_REFUSED, nul_at
 from app.settings import Settings
 from tests.support.service import checked_client
 
@@ -111,3 +111,13 @@ def test_text_with_a_nul_character_is_a_422_naming_where_it_is(client: TestClien
     assert reimported.status_code == 422 and reimported.json()["detail"] == "blocks.1.value: " + NUL_REFUSED, reimported.text
     assert client.get(f"/v1/agents/{a}/archival").json()["items"] == []
     assert client.get(f"/v1/agents/{a}/messages").json()["items"] == []
+
+
+def test_a_nul_deep_in_a_document_is_found_without_recursion() -> None:
+    # a document nested deeper than Python's recursion limit, as an import may be, is refused by its NUL, not a 500
+    document: object = "x\x00"
+    for _ in range(5000):
+        document = {"a": document}
+    where = nul_at(document)
+    assert where is not None and where.count("a") == 5000
+    assert nul_at({"items": [{"content": "ok"}, {"content": "x\x00"}]}) == "items.1.content"

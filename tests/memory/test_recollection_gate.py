@@ -199,7 +199,17 @@ def test_a_message_that_only_acknowledges_asks_nothing(message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "message", ["Yes, I went to Kyoto", "Mochi", "okayama", "yesterday?", "Hi, what is my name?", "はい、京都です"]
+    "message",
+    [
+        "Yes, I went to Kyoto",
+        "Mochi",
+        "okayama",
+        "yesterday?",
+        "Hi, what is my name?",
+        "はい、京都です",
+        "Will you do it?",
+        "problem",
+    ],
 )
 def test_a_message_with_something_in_it_asks(message: str) -> None:
     assert not recollection_gate.acknowledges(message)

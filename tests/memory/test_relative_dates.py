@@ -148,6 +148,7 @@ def test_without_a_now_the_current_time_is_the_askers() -> None:
         # a weekday: the latest before today; 先週の月曜日: last week's
         ("What did I cook on Monday?", date(2023, 3, 27), date(2023, 3, 27)),
         ("月曜日に何をした？", date(2023, 3, 27), date(2023, 3, 27)),
+        ("私は月曜日に何をした？", date(2023, 3, 27), date(2023, 3, 27)),
         ("先週の月曜日に何をした？", date(2023, 3, 20), date(2023, 3, 20)),
         ("先週の金曜日何してた？", date(2023, 3, 24), date(2023, 3, 24)),
         ("What did we do over the weekend?", date(2023, 3, 25), date(2023, 3, 26)),
