@@ -25,9 +25,7 @@ def test_round_trip_loses_nothing(client: TestClient, agent: dict, llm: Scripted
     # Its name is taken while the original lives: two agents of one name could no longer be reached by name.
     taken = client.post("/v1/agents/import", json=before)
     assert taken.status_code == 409 and "?name=" in taken.json()["detail"], taken.text
-    assert [a["id"] for a in client.get("/v1/agents", params={"limit": 200}).json()["items"] if a["name"] == name] == [
-        agent["id"]
-    ]
+    assert [a["id"] for a in client.get("/v1/agents", params={"name": name}).json()["items"]] == [agent["id"]]
     assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
     imported = client.post("/v1/agents/import", json=before)
     assert imported.status_code == 201, imported.text
