@@ -231,8 +231,8 @@ class Recollector:
         core_blocks: CoreBlocks | None = None,
     ) -> Recalled:
         """The memories for `query` within `budget` characters (`select` over `hits`), and the core blocks of
-        `core_blocks` as they stood `as_of` (None: no core memory). `repeats`: texts the caller has in front of it already; `tags`: only passages
-        carrying all of them."""
+        `core_blocks` as they stood `as_of` (None: no core memory). `repeats`: texts the caller has in front of it
+        already; `tags`: only passages carrying all of them."""
         found, section = await self._read(
             agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
         )
