@@ -151,7 +151,7 @@ def test_without_a_now_the_current_time_is_the_askers() -> None:
         ("私は月曜日に何をした？", date(2023, 3, 27), date(2023, 3, 27)),
         ("先週の月曜日に何をした？", date(2023, 3, 20), date(2023, 3, 20)),
         ("先週の金曜日何してた？", date(2023, 3, 24), date(2023, 3, 24)),
-        ("What did we do over the weekend?", date(2023, 3, 25), date(2023, 3, 26)),
+        ("What did we do over the weekend?", date(2023, 4, 1), date(2023, 4, 1)),  # today a Saturday: this one
     ],
 )
 def test_a_day_month_or_weekday_without_a_year_is_the_latest_one(query: str, first: date, last: date) -> None:
@@ -162,6 +162,12 @@ def test_named_with_its_year_or_ahead_it_is_not_read_as_the_latest() -> None:
     assert spans("What did I do on 6 March 2021?", NOW) == [widened(date(2021, 3, 6), date(2021, 3, 6))]
     for query in ("来週の月曜日に何する？", "今週の金曜日は？", "毎週月曜日に走ってる", "5月3日前に届く？"):
         assert spans(query, NOW) == [], query
+
+
+def test_over_the_weekend_is_the_last_one_on_a_weekday() -> None:
+    monday = datetime(2023, 4, 3, 9, tzinfo=UTC)
+    assert spans("What did I do over the weekend?", monday) == [widened(date(2023, 4, 1), date(2023, 4, 2))]
+    assert spans("What did I do last weekend?", NOW) == [widened(date(2023, 3, 25), date(2023, 3, 26))]
 
 
 def test_days_are_the_askers_own_when_now_names_its_zone() -> None:

@@ -134,6 +134,13 @@ def _last_weekday(today: date, weekday: int) -> Span:
     return _days(day, day)
 
 
+def _the_weekend(today: date) -> Span:
+    """The weekend under way (its Saturday up to today), or, on a weekday, the last one."""
+    if today.weekday() >= 5:
+        return _days(today - timedelta(days=today.weekday() - 5), today)
+    return _last(today, "weekend")
+
+
 def _weekday_of_last_week(today: date, weekday: int) -> Span:
     """先週の月曜日: that day of the calendar's previous week."""
     monday = today - timedelta(days=today.weekday(), weeks=1)
@@ -222,10 +229,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Reader], ...] = (
         re.compile(rf"\b(?:last|this past)\s+({'|'.join(WEEKDAYS)})\b{_NOT_OF}", re.I),
         lambda m, today: _last_weekday(today, WEEKDAYS.index(m[1].lower())),
     ),
-    (
-        re.compile(rf"\b(?:last|this past|the past|over the|on the|at the)\s+weekend\b{_NOT_OF}", re.I),
-        lambda m, today: _last(today, "weekend"),
-    ),
+    (re.compile(rf"\b(?:last|this past|the past)\s+weekend\b{_NOT_OF}", re.I), lambda m, today: _last(today, "weekend")),
+    # "over the weekend": the one under way on a Saturday or Sunday, else the last
+    (re.compile(rf"\b(?:over|on|at)\s+the\s+weekend\b{_NOT_OF}", re.I), lambda m, today: _the_weekend(today)),
     # a day or month named without a year, or a weekday with nothing before it: the latest one (questions to memory
     # ask about the past; "next Monday", 来週の月曜日 name none)
     (
