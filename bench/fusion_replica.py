@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from app.memory.search import bm25, hybrid, lexical, named_dates, named_speakers
+from app.memory.search import bm25, hybrid, lexical, named_dates, named_speakers, named_sql
 
 WORD = re.compile(r"\w+")
 QUESTION = re.compile(hybrid.QUESTION_PATTERN)
@@ -40,8 +40,8 @@ class Design:
     reply_share: float = hybrid.REPLY_SHARE
     reply_lead: int = hybrid.REPLY_LEAD
     reply_max_tokens: int = hybrid.REPLY_MAX_TOKENS  # a longer reply stands on its own
-    date_share: float = hybrid.DATE_SHARE  # added, at the end, to a row from a date the query names
-    speaker_share: float = hybrid.SPEAKER_SHARE  # added, at the end, to a row said by a speaker the query names
+    date_share: float = named_sql.DATE_SHARE  # added, at the end, to a row from a date the query names
+    speaker_share: float = named_sql.SPEAKER_SHARE  # added, at the end, to a row said by a speaker the query names
 
     def but(self, **changes: Any) -> "Design":
         return replace(self, **changes)

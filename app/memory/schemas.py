@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, Field, model_validator
 
-from app.memory.search.hybrid import DATE_SHARE, SPEAKER_SHARE
+from app.memory.search.named_sql import DATE_SHARE, SPEAKER_SHARE
 from app.read_model import ReadModel
 from app.request_body import RequestBody
 

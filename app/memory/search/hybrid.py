@@ -8,10 +8,9 @@ on the query's neighbourhood (taken to the query less CENTRE_SHARE of the vector
 min-max normalised over the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x
 (k1 + 1), what a row holding every term would approach. Then replies: a short line that follows a short question
 among the best candidates gains part of the question's score (`_replies`), since in a conversation the answer ("Yes,
-last summer") often shares no word and little meaning with what is asked, and its question does. Last, a row from a
-date the query names ("on 3 May, 2023", app/memory/search/named_dates.py) gains DATE_SHARE: what was said then rarely says
-the date; and a row said by someone the query names (Caroline's lines for "What did Caroline…", the user's for "What
-did I…", app/memory/search/named_speakers.py) gains SPEAKER_SHARE.
+last summer") often shares no word and little meaning with what is asked, and its question does. Last, the rows a
+query names gain a share: from a date it names, said by a speaker it names (app/memory/search/named_sql.py, which also
+adds the rows of a named time as candidates of their own).
 
 Every parameter was chosen on three sets at once (bench/retrieval.py, bench/design_sweep.py): LongMemEval dev
 (long mixed-topic chats), LoCoMo dev (short two-person turns) and the Japanese paraphrases; a design must keep the
@@ -53,7 +52,7 @@ from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.models import ArchivalPassage, Message
-from app.memory.search import bm25
+from app.memory.search import bm25, named_sql
 from app.memory.search.agent_indexes import OWN_INDEXES
 from app.memory.search.query import Mode, SearchQuery
 from app.metrics import SEARCH_SECONDS
@@ -71,10 +70,6 @@ REPLY_LEAD = 30
 # The reply is looked for among this many rows after the question (a tool result may come between).
 REPLY_WINDOW = 3
 REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
-# Added to the fused score of a row from a date the query names ("on 3 May, 2023"; app/memory/search/named_dates.py).
-DATE_SHARE = 0.2
-# Added to the fused score of a row said by someone the query names ("What did Caroline…"; "my…": the user's).
-SPEAKER_SHARE = 0.1
 QUESTION_PATTERN = r"[?？]\s*$"
 
 Row = TypeVar("Row", ArchivalPassage, Message)
@@ -130,7 +125,7 @@ def _centred(similarity: str, row: str, centre_share: float) -> str:
 def _fused(table: str, vector_weight: float, centre_share: float, bonus: str) -> str:
     """Both candidate lists with their cosine and BM25, and the fused score: the centred cosine (`_centred`)
     min-max normalised over the candidates, BM25 as a share of the query's bound (see `bound`). `bonus`: what a row
-    `t` gains at the end (see `_bonus`)."""
+    `t` gains at the end (see `named_sql.bonus`)."""
     return f"""
 pool AS (
     SELECT t.id, c.similarity, {_centred("c.similarity", "t", centre_share)} AS centred,
@@ -161,43 +156,6 @@ pool AS (
            bonus
     FROM pool CROSS JOIN norms
 )"""
-
-
-def _dated(table: str, where: str, limit: int) -> str:
-    """The top `limit` rows from the dates the query names (:named_from, :named_to), nearest the query first: "What
-    did I do last week?" is answered by what was said then, which may share no word and little meaning with it, and
-    in a large store it is among neither list's best. They join the candidates scored on the others' range (the
-    vector share clipped to it), so that adding them changes no other row's score. `limit` 0: no such list."""
-    if not limit:
-        return "dated AS (SELECT NULL::uuid AS id WHERE false)"
-    return f"""
-dated AS (
-    SELECT t.id FROM {table} t WHERE {where} AND t.embedding IS NOT NULL
-        -- the named times' whole range first, which an (agent_id, occurred_at) index can read
-        AND t.occurred_at >= (SELECT min(start) FROM unnest(CAST(:named_from AS timestamptz[])) AS d(start))
-        AND t.occurred_at < (SELECT max(stop) FROM unnest(CAST(:named_to AS timestamptz[])) AS d(stop))
-        AND EXISTS (
-        SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
-        WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
-    )
-    ORDER BY t.embedding <=> CAST(:embedding AS vector)
-    LIMIT {limit}
-)"""
-
-
-def _bonus(dated: bool, speaker: str | None) -> str:
-    """What a row `t` gains after fusion and replies: DATE_SHARE if it occurred within a span of the dates the
-    query names (app/memory/search/named_dates.py; bound as :named_from and :named_to), SPEAKER_SHARE if its speaker
-    (`speaker`, an SQL expression over `t`) is one the query names (app/memory/search/named_speakers.py; :speakers)."""
-    terms = []
-    if dated:
-        terms.append(f"""CASE WHEN EXISTS (
-               SELECT 1 FROM unnest(CAST(:named_from AS timestamptz[]), CAST(:named_to AS timestamptz[])) AS d(start, stop)
-               WHERE t.occurred_at >= d.start AND t.occurred_at < d.stop
-           ) THEN {bm25.float8(DATE_SHARE)} ELSE 0 END""")
-    if speaker:
-        terms.append(f"CASE WHEN {speaker} = ANY(CAST(:speakers AS text[])) THEN {bm25.float8(SPEAKER_SHARE)} ELSE 0 END")
-    return " + ".join(terms) or "0"
 
 
 def _replies(table: str, where: str, sequence: tuple[str, ...], vector_weight: float, centre_share: float, bonus: str) -> str:
@@ -260,7 +218,7 @@ def _sql(
     ctes = [
         bm25.statistics(table),
         _nearest(table, where, vec_limit, own_index),
-        _dated(table, where, CANDIDATES_PER_LIST if dated else 0),
+        named_sql.dated(table, where, CANDIDATES_PER_LIST if dated else 0),
         bm25.lexical(table, filters, lex_limit),
         _fused(table, VECTOR_WEIGHT[mode], CENTRE_SHARE[mode], bonus),
     ]
@@ -293,8 +251,8 @@ def search_statement(
     query's vector; the rest is the table's: `where`, extra trusted SQL conditions over it, their values bound
     through `params`; `sequence`: the columns that order the agent's rows as they were written (a reply follows its
     question), None: no such order; `speaker`: an SQL expression over the row `t` for who said it (lower case), None:
-    rows have no speaker. Rows from the dates the query names gain DATE_SHARE, rows said by those it names
-    SPEAKER_SHARE."""
+    rows have no speaker. Rows from the dates the query names, and rows said by those it names, gain a share
+    (named_sql.bonus)."""
     where = list(where or [])
     params = {
         **(params or {}),
@@ -319,7 +277,7 @@ def search_statement(
         params["named_to"] = [stop for _, stop in dates]
     if speakers:
         params["speakers"] = speakers
-    bonus = _bonus(bool(dates), speaker if speakers else None)
+    bonus = named_sql.bonus(bool(dates), speaker if speakers else None)
     filters = " AND ".join(where) or "TRUE"
     return _sql(table.name, _columns(model), filters, query.mode, sequence, own_index, bonus, bool(dates)), params
 
