@@ -21,7 +21,7 @@ from app.memory.search import relative_dates
 MONTHS = "january february march april may june july august september october november december".split()
 _MONTH = "|".join(MONTHS)
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-TOLERANCE = relative_dates.WIDENED
+TOLERANCE = timedelta(days=1)  # the asker's time zone is not known
 
 # (granularity, pattern, year/month/day groups) — day patterns first: a month pattern must not take their text.
 _PATTERNS = (
@@ -38,14 +38,13 @@ _PATTERNS = (
 
 def spans(query: str, now: datetime | None = None, *, widen: bool = True) -> list[tuple[datetime, datetime]]:
     """The half-open UTC spans [start, end) of the dates `query` names, absolute ones and those relative to `now`
-    (the asker's; None: the current time), each widened by TOLERANCE on both sides unless not `widen`; days are
-    those of `now`'s zone (UTC without one)."""
+    (the asker's; None: the current time), `widened` unless not `widen`; days are those of `now`'s zone (UTC
+    without one)."""
     text = unicodedata.normalize("NFKC", query)
     now = now or datetime.now(UTC)
-    relative = relative_dates.spans(text, now, widen=widen)
+    relative = relative_dates.spans(text, now)
     found = [span for _, _, span in relative]
     taken = [(start, end) for start, end, _ in relative]
-    margin = TOLERANCE if widen else timedelta(0)
     for granularity, pattern, (y, m, d) in _PATTERNS:
         for match in pattern.finditer(text):
             if any(start <= match.start() < end for start, end in taken):
@@ -53,9 +52,18 @@ def spans(query: str, now: datetime | None = None, *, widen: bool = True) -> lis
             taken.append(match.span())  # even when it is no date: "31 February, 2023" does not name February
             with contextlib.suppress(ValueError, OverflowError):  # "31 February", month 13, year 0 or 9999: no span
                 start, end = _span(granularity, int(match[y]), _month(match[m]) if m else 1, int(match[d]) if d else 1)
-                start, end = (relative_dates.in_zone(moment, now.tzinfo or UTC) for moment in (start, end))
-                found.append((start - margin, end + margin))
-    return found
+                found.append((relative_dates.in_zone(start, now.tzinfo or UTC), relative_dates.in_zone(end, now.tzinfo or UTC)))
+    return widened(found) if widen else found
+
+
+def widened(named: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Each span widened by TOLERANCE on both sides: what was said "on the 23rd" may be stored on the 24th in UTC. A
+    span at the calendar's ends that cannot be widened names nothing."""
+    out = []
+    for start, end in named:
+        with contextlib.suppress(OverflowError):
+            out.append((start - TOLERANCE, end + TOLERANCE))
+    return out
 
 
 def _month(value: str) -> int:

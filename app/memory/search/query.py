@@ -31,14 +31,14 @@ class SearchQuery:
         return lexical.query_terms(self.text)
 
     @cached_property
-    def dates(self) -> list[tuple[datetime, datetime]]:
-        """The spans of the dates the text names, absolute or relative to `now` (named_dates.spans)."""
-        return named_dates.spans(self.text, self.now)
+    def window(self) -> list[tuple[datetime, datetime]]:
+        """The times the text names, absolute or relative to `now`, as the asker's calendar (`now`'s zone) has them."""
+        return named_dates.spans(self.text, self.now, widen=False)
 
     @cached_property
-    def window(self) -> list[tuple[datetime, datetime]]:
-        """The same spans not widened: the times the text names, as the asker's calendar (`now`'s zone) has them."""
-        return named_dates.spans(self.text, self.now, widen=False)
+    def dates(self) -> list[tuple[datetime, datetime]]:
+        """The same spans widened for an asker's unknown zone (named_dates.widened): what the search lifts."""
+        return named_dates.widened(self.window)
 
     @cached_property
     def speakers(self) -> list[str]:

@@ -1,6 +1,6 @@
 """The times a search query names relative to its asker's now, as spans: "yesterday", "two weeks ago", "last
 month", "last Saturday", "in the past two weeks", 昨日, 先週, 3日前, この2週間 (app/memory/search/named_dates.py reads
-the absolute ones), each widened by a day on both sides as the absolute ones are.
+the absolute ones; named_dates.spans widens both alike).
 
 `now` is the asker's: the moment a recollection stands at (its `as_of`), else the current time. Like a named
 date, a relative one picks out what was *said* then: a memory's `occurred_at` is when it was told, and "What did I
@@ -40,17 +40,14 @@ _JAPANESE_UNIT = "(" + "|".join(_JAPANESE_UNITS) + ")"
 
 Span = tuple[datetime, datetime]
 MAX_COUNT = 100  # "1000 years ago" is beyond any memory
-WIDENED = timedelta(days=1)  # as named_dates.TOLERANCE: the asker's time zone is not known
 
 
-def spans(text: str, now: datetime, *, widen: bool = True) -> list[tuple[int, int, Span]]:
-    """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text,
-    widened by WIDENED unless not `widen`. Days are the calendar's of `now`'s zone (an `as_of` sent as
-    "…T09:30+09:00" reads "yesterday" as the asker's), UTC's for a time without one. A time outside the calendar
-    (`now` near year 1 or 9999) names none."""
+def spans(text: str, now: datetime) -> list[tuple[int, int, Span]]:
+    """The spans of the relative times `text` names (already NFKC-normalised), each with where it stands in the text.
+    Days are the calendar's of `now`'s zone (an `as_of` sent as "…T09:30+09:00" reads "yesterday" as the asker's),
+    UTC's for a time without one. A time outside the calendar (`now` near year 1 or 9999) names none."""
     zone = now.tzinfo or UTC
     today = now.astimezone(zone).date()
-    margin = WIDENED if widen else timedelta(0)
     found: list[tuple[int, int, Span]] = []
     for pattern, read in _PATTERNS:
         for match in pattern.finditer(text):
@@ -60,7 +57,7 @@ def spans(text: str, now: datetime, *, widen: bool = True) -> list[tuple[int, in
                 span = read(match, today)
                 if span is not None:
                     start, end = (in_zone(moment, zone) for moment in span)
-                    found.append((match.start(), match.end(), (start - margin, end + margin)))
+                    found.append((match.start(), match.end(), (start, end)))
     return found
 
 
