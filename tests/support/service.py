@@ -70,9 +70,8 @@ def tenant_with_key(client: TestClient, name: str) -> tuple[str, str]:
 
 def forget_agents_named(client: TestClient, name: str) -> None:
     """Tests share one database, and an import refuses a name the tenant uses: clear it before importing a file."""
-    for agent in client.get("/v1/agents", params={"limit": 200}).json()["items"]:
-        if agent["name"] == name:
-            assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
+    for agent in client.get("/v1/agents", params={"name": name}).json()["items"]:
+        assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
 
 
 def openai_client(client: TestClient, key: str = "any-key") -> openai.OpenAI:
