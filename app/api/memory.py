@@ -133,7 +133,7 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 )
 async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at)])
+    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at, body.sources)])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -157,7 +157,9 @@ async def add_passages(
             f"{MAX_BATCH_ITEMS} passages and {settings.max_batch_chars} characters): send them as an import job, "
             f"POST /v1/agents/{agent_id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
         )
-    stored = await archival.add(agent_id, [NewPassage(item.content, item.tags, item.occurred_at) for item in body.items])
+    stored = await archival.add(
+        agent_id, [NewPassage(item.content, item.tags, item.occurred_at, item.sources) for item in body.items]
+    )
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 
 

@@ -93,6 +93,7 @@ class ArchivalPassage(SQLModel, table=True):
         Index("ix_archival_passages_agent_created", "agent_id", "created_at"),
         Index("ix_archival_passages_agent_occurred", "agent_id", "occurred_at"),
         Index("ix_archival_passages_superseded_by", "superseded_by", postgresql_where="superseded_by IS NOT NULL"),
+        Index("ix_archival_passages_sources", "sources", postgresql_using="gin", postgresql_where="sources <> '{}'"),
         # a successor is the same agent's
         ForeignKeyConstraint(
             ["agent_id", "superseded_by"], ["archival_passages.agent_id", "archival_passages.id"], ondelete="SET NULL"
@@ -116,6 +117,11 @@ class ArchivalPassage(SQLModel, table=True):
     # a passage is current while neither is.
     valid_until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     superseded_by: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True)))
+    # Provenance: the ids of this agent's messages and passages it was distilled from (a fact from what was said);
+    # empty for a passage stored as it was given. Erasing its last source erases it (app/memory/erasure.py).
+    sources: list[uuid.UUID] = Field(
+        default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
+    )
 
 
 class Message(SQLModel, table=True):
@@ -200,3 +206,6 @@ class ImportItem(SQLModel, table=True):
     content: str = Field(sa_column=Column(Text, nullable=False))
     tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
     occurred_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    sources: list[uuid.UUID] = Field(
+        default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
+    )

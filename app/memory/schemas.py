@@ -16,6 +16,11 @@ MAX_BLOCKS = 32
 MAX_PASSAGE_CHARS = 20_000
 MAX_TAGS = 16
 MAX_QUERY_CHARS = 2000  # of a search query
+MAX_SOURCES = 16  # a passage's sources: the messages and passages it was distilled from
+SOURCES = (
+    f"provenance: the ids of this agent's messages and passages this passage was distilled from (at most {MAX_SOURCES}); "
+    "erasing them all erases it. An id that is not this agent's message or passage is a 422"
+)
 
 
 def _utc(moment: datetime) -> datetime:
@@ -99,6 +104,7 @@ class PassageCreate(RequestBody):
     content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     occurred_at: Instant | None = Field(default=None, description=OCCURRED_AT)
+    sources: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_SOURCES, description=SOURCES)
 
 
 class PassageSupersede(RequestBody):
@@ -126,6 +132,9 @@ class PassageRead(ReadModel):
     occurred_at: datetime = Field(description="when it happened or was said")
     valid_until: datetime | None = Field(description="superseded passages: when the passage replacing it took effect")
     superseded_by: uuid.UUID | None = Field(description="superseded passages: the passage replacing it; null: current")
+    sources: list[uuid.UUID] = Field(
+        default_factory=list, description="the messages and passages it was distilled from (empty: stored as given)"
+    )
     score: float | None = Field(
         default=None,
         description="searches only: the rank score, 0..1: the cosine to the query less part of its vector candidates' "

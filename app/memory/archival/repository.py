@@ -94,6 +94,23 @@ class PassageRepository:
         )
         return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
 
+    async def unknown_sources(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """Those of `ids` that are neither a message nor a passage of the agent, in the order given."""
+        if not ids:
+            return []
+        known = set(
+            (
+                await self.session.execute(
+                    text("""
+            SELECT id FROM messages WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[]))
+            UNION ALL SELECT id FROM archival_passages WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[]))
+        """),
+                    {"agent_id": agent_id, "ids": list(set(ids))},
+                )
+            ).scalars()
+        )
+        return [i for i in dict.fromkeys(ids) if i not in known]
+
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID, *, for_update: bool = False) -> ArchivalPassage | None:
         query = (
             select(ArchivalPassage)

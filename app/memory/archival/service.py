@@ -14,6 +14,7 @@ from app.llm.embeddings import Embedder
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
+from app.memory.schemas import MAX_SOURCES
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
@@ -32,6 +33,7 @@ class NewPassage(NamedTuple):
     content: str
     tags: list[str]
     occurred_at: datetime | None = None  # None: now
+    sources: Sequence[uuid.UUID] = ()  # what it was distilled from: this agent's messages and passages
 
 
 def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
@@ -61,6 +63,7 @@ class ArchivalMemory:
         again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
         when the caller computed them before its transaction (an import job)."""
         news = [NewPassage(*item) for item in items]
+        await self.check_sources(agent_id, [s for new in news for s in new.sources])
         if vectors is None:
             vectors = await self.embedder.embed_passages([new.content for new in news])
         neighbours = await self.passages.nearest(
@@ -76,6 +79,7 @@ class ArchivalMemory:
                 embedding=vector,
                 embedding_model=self.embedder.model,
                 search_text=lexical.search_text(new.content),
+                sources=list(dict.fromkeys(new.sources)),
             )
             if new.occurred_at is not None:  # else the time it is stored (occurred_field)
                 candidate.occurred_at = new.occurred_at
@@ -84,9 +88,17 @@ class ArchivalMemory:
             )
             if original is None:
                 fresh.append(candidate)
+            elif more := [s for s in candidate.sources if s not in original.sources]:
+                # the same fact drawn again, from more: the stored one stands for those too
+                original.sources = [*original.sources, *more][:MAX_SOURCES]
             stored.append(Stored(original or candidate, duplicate=original is not None))
         await self.passages.add_all(fresh)
         return stored
+
+    async def check_sources(self, agent_id: uuid.UUID, sources: Sequence[uuid.UUID]) -> None:
+        """Refuses (422) a source that is not one of this agent's messages or passages, naming it."""
+        if unknown := await self.passages.unknown_sources(agent_id, sources):
+            raise Unprocessable(f"source {unknown[0]} is not a message or passage of this agent")
 
     async def search(
         self,
