@@ -24,6 +24,7 @@ from typing import Any
 from app.agents.models import Agent
 from app.agents.service import running_agent
 from app.chat import tools
+from app.chat.citations import MEMORY_PASS_TOOLS, reference, references
 from app.chat.events import ErrorEvent, Reasoning, StopReason, TurnStarted
 from app.chat.locks import AgentLocks, pass_lock_key
 from app.chat.models import Turn
@@ -51,12 +52,12 @@ TRANSCRIPT_SHARE = 0.5  # of the context window
 INSTRUCTIONS = """\
 You keep the long-term memory of {name}, an AI agent with persistent memory (Engram). This is not a conversation: \
 nobody reads what you write, only your tool calls change anything. Below is what was said since the last memory \
-pass, each message dated, and the agent's core memory as it is now.
+pass, each message dated after its reference ([m1], [m2] …), and the agent's core memory as it is now.
 
 Do this, then stop:
 1. Store every durable fact in the conversation that memory does not hold yet (about the user and the people, \
 places, plans, preferences and events in their life) with `archival_memory_create`: one self-contained fact per \
-call, in the conversation's language, with `occurred_at` = the date of the message that says it. Skip small talk.
+call, in the conversation's language, with `occurred_at` = the date of the message that says it and `sources` = the references of the messages it comes from. Skip small talk.
 2. When a fact replaces one already stored (a move, a changed plan or preference), supersede the old one with \
 `archival_memory_supersede` (its id: from the memories listed when you store, or from `archival_memory_search`).
 3. If core memory is out of date, rewrite that block whole with `core_memory_update`: current facts only, the most \
@@ -156,24 +157,23 @@ class MemoryPasses:
         more = len(lines) < len(said)
         conversation = pass_request(agent, blocks, lines, utcnow())
         ctx_versions = {b.label: b.version for b in blocks}
+        cited = references(said[: len(lines)])
         for step in range(1, self.settings.max_steps + 1):
             state.steps = step
             try:
                 completion = await self.llm.complete(
-                    CompletionRequest(
-                        conversation, tools.MEMORY_PASS_TOOLS.schemas, agent.model, budget_seconds=state.budget_left()
-                    )
+                    CompletionRequest(conversation, MEMORY_PASS_TOOLS.schemas, agent.model, budget_seconds=state.budget_left())
                 )
             except LLMError as exc:
                 state.emit(ErrorEvent, code="llm_error", detail=str(exc))
                 return "llm_error", "", None, False
             state.count(completion)
-            calls, monologue = calls_of(completion, tools.MEMORY_PASS_TOOLS)
+            calls, monologue = calls_of(completion, MEMORY_PASS_TOOLS)
             if monologue:
                 state.emit(Reasoning, step=step, text=monologue)
             if not calls:
                 return "end_turn", monologue, through, more
-            embedder = await embedded_first(self.embedder, tools.MEMORY_PASS_TOOLS, calls)
+            embedder = await embedded_first(self.embedder, MEMORY_PASS_TOOLS, calls)
             async with state.committing(self.sessions) as session:
                 ctx = tools.ToolContext(
                     session=session,
@@ -182,8 +182,9 @@ class MemoryPasses:
                     turn_id=state.turn_id,
                     context_start_seq=agent.context_start_seq,
                     block_versions=ctx_versions,
+                    references=cited,
                 )
-                outcomes = await run_calls(state, ctx, tools.MEMORY_PASS_TOOLS, step, calls)
+                outcomes = await run_calls(state, ctx, MEMORY_PASS_TOOLS, step, calls)
             conversation += step_messages(monologue, outcomes)
         return "max_steps", "", through, more
 
@@ -193,11 +194,13 @@ class MemoryPasses:
 
 
 def fitted_transcript(said: Sequence[Message], budget_tokens: int) -> list[str]:
-    """One dated line per message, oldest first, as many as fit in the budget (at least one)."""
+    """One line per message, oldest first, its reference and date before it (app/chat/citations.py), as many as fit
+    in the budget (at least one)."""
     lines: list[str] = []
     used = 0
-    for message in said:
-        line = f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()[:MESSAGE_CHARS]}"
+    for position, message in enumerate(said, 1):
+        text = message.recall_text()[:MESSAGE_CHARS]
+        line = f"[{reference(position)}] [{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {text}"
         used += estimate_tokens(line)
         if lines and used > budget_tokens:
             break

@@ -1,7 +1,7 @@
 """The agent's tools: OpenAI function schemas, argument validation and execution against memory."""
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ class ToolContext:
     # Set (label → version) when the caller edits blocks as it read them (a memory pass): a block changed meanwhile
     # is not overwritten, the call fails with its current text, as the API's If-Match does.
     block_versions: dict[str, int] | None = None
+    # A memory pass: its transcript's references (m1, m2 …) to the messages they name, which a fact may cite.
+    references: Mapping[str, uuid.UUID] | None = None
 
 
 class SendMessage(BaseModel):
@@ -141,11 +143,18 @@ def passage_line(passage: ArchivalPassage) -> str:
 
 
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
+    return await store_fact(ctx, NewPassage(args.content, args.tags, args.occurred_at))
+
+
+async def store_fact(ctx: ToolContext, new: NewPassage, note: str = "") -> str:
+    """Store a fact; the model is told it was saved (then `note`) or was there already, and which current memories
+    may be about the same thing."""
     archival = ArchivalMemory(ctx.session, ctx.embedder)
-    [stored] = await archival.add(ctx.agent_id, [NewPassage(args.content, args.tags, args.occurred_at)])
+    [stored] = await archival.add(ctx.agent_id, [new])
     if stored.duplicate:
-        return f"Already in archival memory, not stored again: {stored.passage.content}"
-    saved = f"Saved to archival memory (id {stored.passage.id})."
+        cited = " (the lines you cited are now among its sources)" if new.sources else ""
+        return f"Already in archival memory{cited}, not stored again: {stored.passage.content}{note}"
+    saved = f"Saved to archival memory (id {stored.passage.id}).{note}"
     others = await related(archival, ctx.agent_id, stored.passage)
     if not others:
         return saved
@@ -265,17 +274,13 @@ TOOLS: dict[str, Tool] = {
 class Toolset:
     """The tools one kind of turn may call, as the LLM is offered them."""
 
-    def __init__(self, names: list[str]):
-        self.tools = {name: TOOLS[name] for name in names}
+    def __init__(self, tools: Sequence[Tool]):
+        self.tools = {t.name: t for t in tools}
         self.schemas = [t.schema() for t in self.tools.values()]
         self.params = {name: list(t.args.model_fields) for name, t in self.tools.items()}
 
 
-CHAT_TOOLS = Toolset(list(TOOLS))
-# A memory pass talks to nobody: it keeps memory (a block rewritten whole, facts stored, stale ones superseded).
-MEMORY_PASS_TOOLS = Toolset(
-    ["core_memory_update", "archival_memory_create", "archival_memory_supersede", "archival_memory_search"]
-)
+CHAT_TOOLS = Toolset(list(TOOLS.values()))
 
 
 @dataclass
