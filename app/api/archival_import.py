@@ -13,6 +13,7 @@ from app.api.deps import AgentIdDep, SessionDep
 from app.api.errors import ERROR_RESPONSES, JSON_MEDIA_TYPE
 from app.db import transaction
 from app.errors import Unprocessable, UnsupportedMediaType, format_validation
+from app.memory.archival.service import ArchivalMemory
 from app.memory.imports import cancel_job, create_job, describe, get_job
 from app.memory.schemas import ImportJobRead, PassageCreate
 from app.runtime import runtime
@@ -71,10 +72,12 @@ async def start_import(agent_id: AgentIdDep, request: Request, response: Respons
     """Import passages as a job: answered at once (202) with the job; the passages are embedded and stored in the
     background, a slice at a time, while the agent keeps answering. The body is JSON lines (one passage object per
     line, `application/x-ndjson`) or a JSON array (`application/json`), up to ENGRAM_MAX_IMPORT_BYTES. Near-duplicates
-    are stored once, as in a batch. The job survives restarts (it resumes where it stopped, storing no item twice)."""
+    are stored once, as in a batch. The job survives restarts (it resumes where it stopped, storing no item twice).
+    Sources are checked now: one that is not this agent's message or passage is a 422 naming it and its item."""
     state = runtime(request.app)
     passages = parse_passages(await request.body(), request.headers.get("content-type", ""))
     async with transaction(state.sessions) as session:
+        await ArchivalMemory(session, state.embedder).check_sources(agent_id, *(p.sources for p in passages))
         job = await create_job(session, agent_id, passages)
         read = describe(job)
     state.imports.wake()

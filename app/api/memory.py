@@ -177,7 +177,9 @@ async def supersede_passage(
     """Store the fact that replaces a passage, and close the old one: it stays, valid until the new one's
     `occurred_at` and `superseded_by` it, out of default reads but found `as_of` an earlier time (or with
     `include_superseded`). Returns the new passage."""
-    stored = await supersede(archival, agent_id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at)
+    stored = await supersede(
+        archival, agent_id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources
+    )
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)

@@ -65,6 +65,7 @@ async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence
                 "content": item.content,
                 "tags": item.tags,
                 "occurred_at": item.occurred_at,
+                "sources": item.sources,
             }
             for i, item in enumerate(items[start : start + INSERT_CHUNK])
         ]
@@ -121,6 +122,24 @@ def job_lock_key(job_id: uuid.UUID) -> int:
 class _Item:
     position: int
     passage: NewPassage
+
+
+async def _still_sourced(
+    archival: ArchivalMemory, agent_id: uuid.UUID, passages: list[NewPassage], vectors: list[list[float]]
+) -> tuple[list[NewPassage], list[list[float]]]:
+    """The passages as they can be stored now, with their vectors: a source erased since the job was submitted (its
+    sources were checked then) is dropped, and a passage drawn only from erased sources is not stored, as erasing
+    them would have erased it."""
+    gone = set(await archival.passages.unknown_sources(agent_id, [s for p in passages for s in p.sources]))
+    if not gone:
+        return passages, vectors
+    kept = [
+        (p._replace(sources=[s for s in p.sources if s not in gone]), vector)
+        for p, vector in zip(passages, vectors, strict=True)
+        if not p.sources or not gone.issuperset(p.sources)
+    ]
+    log.info("import: %d passages not stored, their sources erased since the job was submitted", len(passages) - len(kept))
+    return [p for p, _ in kept], [vector for _, vector in kept]
 
 
 class ImportWorker:
@@ -221,7 +240,7 @@ class ImportWorker:
     async def _next_slice(self, key: JobKey, size: int) -> list[_Item]:
         async with self.sessions() as session:
             rows = await session.exec(select(ImportItem).where(*_items(key)).order_by(col(ImportItem.position)).limit(size))
-            return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at)) for r in rows.all()]
+            return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at, r.sources)) for r in rows.all()]
 
     async def _store(self, key: JobKey, items: list[_Item], vectors: list[list[float]]) -> bool:
         """Store the slice, delete its items and count them, in one transaction; False if the job is no longer
@@ -231,7 +250,8 @@ class ImportWorker:
             if job is None or job.status != "running":
                 return False
             archival = ArchivalMemory(session, self.embedder)
-            stored = await archival.add(job.agent_id, [item.passage for item in items], vectors=vectors)
+            passages, vectors = await _still_sourced(archival, job.agent_id, [item.passage for item in items], vectors)
+            stored = await archival.add(job.agent_id, passages, vectors=vectors, own_source="drop")
             positions = [item.position for item in items]
             await session.execute(delete(ImportItem).where(*_items(key), col(ImportItem.position).in_(positions)))
             job.done += len(items)

@@ -111,6 +111,9 @@ class PassageSupersede(RequestBody):
     content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS, description="the fact as it is now")
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS, description="default: the superseded passage's tags")
     occurred_at: Instant | None = Field(default=None, description=f"{OCCURRED_AT}. The superseded passage is valid until then")
+    sources: list[uuid.UUID] = Field(
+        default_factory=list, max_length=MAX_SOURCES, description=f"{SOURCES}. The superseded passage keeps its own"
+    )
 
 
 MAX_BATCH_ITEMS = 500  # POST …/archival/batch; more (or more than Settings.max_batch_chars) goes to an import job

@@ -2,6 +2,7 @@
 and the current passages a new one may replace, shown to the model so that it can decide."""
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 from app.errors import Conflict, NotFound
@@ -35,11 +36,13 @@ async def supersede(
     *,
     tags: list[str] | None = None,
     occurred_at: datetime | None = None,
+    sources: Sequence[uuid.UUID] = (),
 ) -> Stored:
-    """Store the fact that replaces a current passage (tags: the old one's unless given) and close the old one: valid
-    until the new one's occurred_at, superseded by it. A current passage with the same text (one the model has just
-    stored, say) becomes the successor as it is (`duplicate`) instead of a second copy. The new passage is embedded
-    before the old one is locked: no lock waits on the embedder."""
+    """Store the fact that replaces a current passage (tags: the old one's unless given; `sources`: the new one's,
+    the old one keeps its own) and close the old one: valid until the new one's occurred_at, superseded by it. A
+    current passage with the same text (one the model has just stored, say) becomes the successor as it is
+    (`duplicate`) instead of a second copy. The new passage is embedded before the old one is locked: no lock waits
+    on the embedder."""
     vectors = await archival.embedder.embed_passages([content])
     old = await archival.passages.get(agent_id, passage_id, for_update=True)
     if old is None:
@@ -50,7 +53,10 @@ async def supersede(
             f"(from {old.valid_until:%Y-%m-%d %H:%M:%S %Z}); supersede that one instead"
         )
     [stored] = await archival.add(
-        agent_id, [NewPassage(content, old.tags if tags is None else tags, occurred_at)], exclude=[old.id], vectors=vectors
+        agent_id,
+        [NewPassage(content, old.tags if tags is None else tags, occurred_at, sources)],
+        exclude=[old.id],
+        vectors=vectors,
     )
     old.valid_until, old.superseded_by = stored.passage.occurred_at, stored.passage.id
     await archival.passages.add_all([old])

@@ -28,21 +28,12 @@ from testkit.bulk import JSON_LINES, json_lines
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
 from testkit.service_process import start_service, stop_service
 from tests.support.database import create_database, run_sql
+from tests.support.imports import ended, wait_for
 from tests.support.service import Cli
 
 
 def facts(n: int, prefix: str = "fact") -> list[dict[str, Any]]:
     return [{"content": f"{prefix} {i}: the user's note number {i} mentions item-{i * 7919 % 10007}"} for i in range(n)]
-
-
-def wait_for(api: httpx.Client | TestClient, path: str, until: Any, timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = api.get(path).json()
-        if until(job):
-            return job
-        assert time.monotonic() < deadline, f"the job did not get there: {job}"
-        time.sleep(0.1)
 
 
 def service_env(database_url: str, embeddings: ScriptedLLM) -> dict[str, str]:
@@ -55,10 +46,6 @@ def service_env(database_url: str, embeddings: ScriptedLLM) -> dict[str, str]:
         "ENGRAM_EMBEDDING_MODEL": "hashed",
         "ENGRAM_EMBEDDING_DIM": str(EMBEDDING_DIM),
     }
-
-
-def ended(job: dict[str, Any]) -> bool:
-    return job["status"] in ("done", "cancelled", "failed")
 
 
 def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent: dict, settings: Settings) -> None:

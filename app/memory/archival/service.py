@@ -5,7 +5,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -58,12 +58,15 @@ class ArchivalMemory:
         *,
         exclude: Sequence[uuid.UUID] = (),
         vectors: list[list[float]] | None = None,
+        own_source: Literal["refuse", "drop"] = "refuse",
     ) -> list[Stored]:
         """Embed and store passages; a near-duplicate of a current (or earlier in the batch) passage is not stored
         again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
-        when the caller computed them before its transaction (an import job)."""
+        when the caller computed them before its transaction (an import job). A near-duplicate naming its original
+        among its sources is refused (422), or that source dropped (`own_source="drop"`: an import job, whose
+        sources were checked when it was submitted)."""
         news = [NewPassage(*item) for item in items]
-        await self.check_sources(agent_id, [s for new in news for s in new.sources])
+        await self.check_sources(agent_id, *(new.sources for new in news))
         if vectors is None:
             vectors = await self.embedder.embed_passages([new.content for new in news])
         neighbours = await self.passages.nearest(
@@ -88,17 +91,24 @@ class ArchivalMemory:
             )
             if original is None:
                 fresh.append(candidate)
-            elif more := [s for s in candidate.sources if s not in original.sources]:
+            elif original.id in candidate.sources and own_source == "refuse":
+                raise Unprocessable(
+                    f"source {original.id} is the passage itself: the text is that passage's, already stored "
+                    "(a passage is not distilled from itself)"
+                )
+            elif more := [s for s in candidate.sources if s not in original.sources and s != original.id]:
                 # the same fact drawn again, from more: the stored one stands for those too
                 original.sources = [*original.sources, *more][:MAX_SOURCES]
             stored.append(Stored(original or candidate, duplicate=original is not None))
         await self.passages.add_all(fresh)
         return stored
 
-    async def check_sources(self, agent_id: uuid.UUID, sources: Sequence[uuid.UUID]) -> None:
-        """Refuses (422) a source that is not one of this agent's messages or passages, naming it."""
-        if unknown := await self.passages.unknown_sources(agent_id, sources):
-            raise Unprocessable(f"source {unknown[0]} is not a message or passage of this agent")
+    async def check_sources(self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID]) -> None:
+        """Refuses (422) a source that is not one of this agent's messages or passages, naming it (and, of several
+        items' sources, its item, counted from 0)."""
+        if unknown := await self.passages.unknown_sources(agent_id, [s for sources in items for s in sources]):
+            where = "" if len(items) < 2 else f"item {next(i for i, s in enumerate(items) if unknown[0] in s)}: "
+            raise Unprocessable(f"{where}source {unknown[0]} is not a message or passage of this agent")
 
     async def search(
         self,
