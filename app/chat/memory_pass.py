@@ -1,7 +1,8 @@
 """Sleep-time memory passes (Letta's sleep-time compute): the agent's own LLM, offered memory tools only (no
 send_message), goes over what was said since the last pass (its own turns and conversations handed in) and keeps
-memory: durable facts stored, dated when they were said; stale ones superseded; a core block rewritten whole within
-its limit. No hidden extraction model: the agent's model decides, as it does in a turn.
+memory: durable facts stored, dated when they were said and citing the lines they came from (app/chat/citations.py);
+stale ones superseded; a core block rewritten whole within its limit. No hidden extraction model: the agent's model
+decides, as it does in a turn.
 
 A pass is a turn of its own kind (`kind` = memory_pass): stored with its events, streamed on the agent's event stream
 and replayable like any turn, its usage counted. At most one runs per agent (a partial unique index on running passes;

@@ -3,7 +3,6 @@ Engram, with the scripted LLM standing in for the model behind the openai SDK: t
 on the same service, as a user's script does: the second run finds its agent and goes on remembering."""
 
 import os
-import re
 import subprocess
 import sys
 import uuid
@@ -13,18 +12,16 @@ from app.llm.embeddings import Embedder
 from app.memory.prompt_text import RECOLLECTION_HEADING
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, text
-from tests.support import ROOT
 from tests.support.database import run_sql
+from tests.support.readme import readme_block
 from tests.support.served import Served
 
-README = ROOT / "README.md"
 REPLIES = ["Happy early birthday to Mochi!", "大阪ですね、了解です。", "Mochi's birthday is 12 May."]
 SYSTEM = "You are Aiko's assistant.\n\n"
 
 
 def quickstart() -> str:
-    marked = README.read_text().split("<!-- quickstart:", 1)[1]
-    return re.search(r"```python\n(.*?)```", marked, re.S).group(1)  # type: ignore[union-attr]
+    return readme_block("quickstart", "python")
 
 
 def memories_of(prompt: str) -> str:

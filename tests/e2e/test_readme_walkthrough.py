@@ -8,16 +8,14 @@ import subprocess
 
 from app.llm.embeddings import Embedder
 from app.settings import Settings
-from tests.support import ROOT
+from tests.support.readme import readme_block
 from tests.support.served import Served
 
-README = ROOT / "README.md"
 NOTE = re.compile(r"\s{2,}\(.*\)$")  # "# 0          (why)": the output is "0"
 
 
 def walkthrough() -> str:
-    marked = README.read_text().split("<!-- walkthrough:", 1)[1]
-    return re.search(r"```bash\n(.*?)```", marked, re.S).group(1)  # type: ignore[union-attr]
+    return readme_block("walkthrough", "bash")
 
 
 def documented_output(block: str) -> list[str]:
