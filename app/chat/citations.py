@@ -1,21 +1,42 @@
 """The memory pass cites: each line of its transcript carries a short reference (m1, m2 … numbered within the pass:
 a few tokens, where a uuid costs some twenty), and its `archival_memory_create` takes the references of the lines a
-fact was drawn from. They are mapped here to the messages' ids, the fact's `sources`; a reference that names no line
-is dropped, and the model (and the pass's tool_result event) told so. A chat turn's agent has no references in its
-context, so its `archival_memory_create` takes none."""
+fact was drawn from (and so does its `archival_memory_supersede`, for the fact that replaces another). They are mapped
+here to the messages' ids, the fact's `sources`; a reference that names no line is dropped, and the model (and the
+pass's tool_result event) told so. A chat turn's agent has no references in its context, so its tools take none."""
 
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Annotated
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, Field, StringConstraints
 
-from app.chat.tools import TOOLS, ArchivalMemoryCreate, Tool, ToolContext, Toolset, store_fact
+from app.chat.tools import (
+    TOOLS,
+    ArchivalMemoryCreate,
+    ArchivalMemorySupersede,
+    Tool,
+    ToolContext,
+    Toolset,
+    store_fact,
+    supersede_fact,
+)
 from app.memory.archival.service import NewPassage
 from app.memory.models import Message
 from app.memory.schemas import MAX_SOURCES
 
-Reference = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+Reference = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=40),
+    BeforeValidator(lambda given: str(given) if isinstance(given, int) else given),  # 3 for m3
+]
+Sources = Annotated[
+    list[Reference],
+    Field(
+        max_length=MAX_SOURCES,
+        description='The references of the transcript\'s messages the fact comes from, e.g. ["m3", "m7"].',
+    ),
+]
+CITE = " Cite the messages it comes from in `sources`."
 
 
 def reference(position: int) -> str:
@@ -44,18 +65,21 @@ def resolved(known: Mapping[str, uuid.UUID], cited: Sequence[str]) -> tuple[list
 
 
 class CitedFact(ArchivalMemoryCreate):
-    model_config = ConfigDict(coerce_numbers_to_str=True)  # a reference given as a number (3 for m3)
+    sources: Sources = []
 
-    sources: list[Reference] = Field(
-        default_factory=list,
-        max_length=MAX_SOURCES,
-        description='The references of the transcript\'s messages the fact comes from, e.g. ["m3", "m7"].',
-    )
+
+class CitedSuccessor(ArchivalMemorySupersede):
+    sources: Sources = []
 
 
 async def archival_memory_create_cited(ctx: ToolContext, args: CitedFact) -> str:
     ids, unknown = resolved(ctx.references or {}, args.sources)
     return await store_fact(ctx, NewPassage(args.content, args.tags, args.occurred_at, ids), ignored(unknown))
+
+
+async def archival_memory_supersede_cited(ctx: ToolContext, args: CitedSuccessor) -> str:
+    ids, unknown = resolved(ctx.references or {}, args.sources)
+    return await supersede_fact(ctx, args.passage_id, args.content, ids, ignored(unknown))
 
 
 def ignored(unknown: Sequence[str]) -> str:
@@ -70,15 +94,19 @@ def ignored(unknown: Sequence[str]) -> str:
     )
 
 
-CITED_CREATE = Tool(
-    "archival_memory_create",
-    TOOLS["archival_memory_create"].description + " Cite the messages it comes from in `sources`.",
-    CitedFact,
-    archival_memory_create_cited,
-    TOOLS["archival_memory_create"].embeds,
-)
+def citing(name: str, args: type[BaseModel], run: Callable[[ToolContext, Any], Awaitable[str]]) -> Tool:
+    """The chat turn's tool `name`, taking `args` (its own and `sources`) and run by `run`, for the memory pass."""
+    chat = TOOLS[name]
+    return Tool(name, chat.description + CITE, args, run, chat.embeds)
+
+
 # A memory pass talks to nobody: it keeps memory (a block rewritten whole, facts stored with their sources, stale ones
 # superseded).
 MEMORY_PASS_TOOLS = Toolset(
-    [TOOLS["core_memory_update"], CITED_CREATE, TOOLS["archival_memory_supersede"], TOOLS["archival_memory_search"]]
+    [
+        TOOLS["core_memory_update"],
+        citing("archival_memory_create", CitedFact, archival_memory_create_cited),
+        citing("archival_memory_supersede", CitedSuccessor, archival_memory_supersede_cited),
+        TOOLS["archival_memory_search"],
+    ]
 )

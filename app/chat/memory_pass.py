@@ -58,9 +58,11 @@ pass, each message dated after its reference ([m1], [m2] …), and the agent's c
 Do this, then stop:
 1. Store every durable fact in the conversation that memory does not hold yet (about the user and the people, \
 places, plans, preferences and events in their life) with `archival_memory_create`: one self-contained fact per \
-call, in the conversation's language, with `occurred_at` = the date of the message that says it and `sources` = the references of the messages it comes from. Skip small talk.
+call, in the conversation's language, with `occurred_at` = the date of the message that says it and `sources` = \
+the references of the messages it comes from. Skip small talk.
 2. When a fact replaces one already stored (a move, a changed plan or preference), supersede the old one with \
-`archival_memory_supersede` (its id: from the memories listed when you store, or from `archival_memory_search`).
+`archival_memory_supersede` (its id: from the memories listed when you store, or from `archival_memory_search`; \
+`sources` as when you store).
 3. If core memory is out of date, rewrite that block whole with `core_memory_update`: current facts only, the most \
 important first, within its limit, details left to archival memory.
 When memory is up to date, answer with one line saying what you changed, without a tool call."""

@@ -168,9 +168,17 @@ async def store_fact(ctx: ToolContext, new: NewPassage, note: str = "") -> str:
 
 
 async def archival_memory_supersede(ctx: ToolContext, args: ArchivalMemorySupersede) -> str:
-    stored = await supersede(ArchivalMemory(ctx.session, ctx.embedder), ctx.agent_id, args.passage_id, args.content)
+    return await supersede_fact(ctx, args.passage_id, args.content)
+
+
+async def supersede_fact(
+    ctx: ToolContext, passage_id: uuid.UUID, content: str, sources: Sequence[uuid.UUID] = (), note: str = ""
+) -> str:
+    """Supersede a fact; the model is told by which passage (then `note`)."""
+    archival = ArchivalMemory(ctx.session, ctx.embedder)
+    stored = await supersede(archival, ctx.agent_id, passage_id, content, sources=sources)
     return (
-        f"Archival memory {args.passage_id} is superseded (history from now on) by {stored.passage.id}: {stored.passage.content}"
+        f"Archival memory {passage_id} is superseded (history from now on) by {stored.passage.id}: {stored.passage.content}{note}"
     )
 
 

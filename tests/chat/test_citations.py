@@ -70,6 +70,25 @@ def test_the_pass_stores_facts_with_the_messages_they_cite(client: TestClient, a
     assert (yuki["content"], yuki["sources"]) == ("The user's sister Yuki visits in December 2024.", [yuki_said])
 
 
+def test_the_fact_that_replaces_another_cites_its_lines(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    base = f"/v1/agents/{agent['id']}"
+    tokyo = client.post(f"{base}/archival", json={"content": "The user lives in Tokyo.", "occurred_at": "2019-04-01"}).json()
+    llm.reset(
+        tools(call("archival_memory_supersede", passage_id=tokyo["id"], content=OSAKA, sources=["m1", "m7"])),
+        text("Superseded Tokyo."),
+    )
+    ids, turn = handed_in_with_a_pass(client, agent, MOVE)
+    [result] = tool_results(turn)
+    assert result["ok"] and result["result"].startswith(f"Archival memory {tokyo['id']} is superseded"), result
+    assert result["result"].endswith(
+        "Unknown reference 'm7' ignored: the fact is stored without it. A reference is the [m…] that begins a line of the transcript."
+    )
+    old = client.get(f"{base}/archival/{tokyo['id']}").json()
+    osaka = client.get(f"{base}/archival/{old['superseded_by']}").json()
+    assert (osaka["content"], osaka["sources"]) == (OSAKA, [ids[0]])
+    assert old["sources"] == []  # the old fact keeps its own
+
+
 def test_too_many_references_fail_the_call_and_unknown_ones_are_named(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     llm.reset(
         tools(
@@ -96,5 +115,6 @@ def test_a_chat_turns_agent_stores_facts_without_references(client: TestClient, 
     chat(client, agent, "I like green tea.")
     offered = {t["function"]["name"]: t["function"] for t in llm.requests[0]["tools"]}
     assert set(offered["archival_memory_create"]["parameters"]["properties"]) == {"content", "tags", "occurred_at"}
+    assert set(offered["archival_memory_supersede"]["parameters"]["properties"]) == {"passage_id", "content"}
     [fact] = client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
     assert (fact["content"], fact["sources"]) == ("The user likes green tea.", [])
