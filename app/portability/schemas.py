@@ -2,7 +2,7 @@
 
 Ids in the document are the exporting database's: an import gives the agent and all its rows new ids (importing a
 document twice gives two agents) and rewrites every reference between them (a message's or a revision's turn, a
-stored event's agent and turn). Vectors travel as base64 of little-endian float32 (what pgvector stores, a quarter
+stored event's agent and turn, a passage's sources and successor). Vectors travel as base64 of little-endian float32 (what pgvector stores, a quarter
 of the size of JSON numbers), each with the name of the model that made it."""
 
 import base64
@@ -16,7 +16,7 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field,
 from sqlmodel import SQLModel
 
 from app.agents.schemas import AgentRead
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, Instant
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_SOURCES, Instant
 from app.read_model import ReadModel
 
 FORMAT: Final = "engram.agent"
@@ -99,6 +99,11 @@ class PassageDoc(_Strict):
     occurred_at: Instant | None = Field(default=None, description="when it happened; default: created_at")
     valid_until: Instant | None = Field(default=None, description="a superseded passage: when its successor took effect")
     superseded_by: uuid.UUID | None = Field(default=None, description="a superseded passage: its successor's id (here)")
+    sources: list[uuid.UUID] = Field(
+        default_factory=list,
+        max_length=MAX_SOURCES,
+        description="the ids (here) of the messages and passages it was distilled from; an import gives them new ids",
+    )
     embedding: Vector = None
     embedding_model: str | None = None
 
@@ -184,12 +189,7 @@ class AgentDocument(_Strict):
             raise ValueError("block labels must be unique")
         if self.agent.context_start > len(self.messages):
             raise ValueError(f"agent.context_start is {self.agent.context_start}, past the {len(self.messages)} messages")
-        passage_ids = Counter(p.id for p in self.passages)
-        for i, passage in enumerate(self.passages):
-            if passage.superseded_by is not None and passage_ids[passage.superseded_by] != 1:
-                raise ValueError(
-                    f"passages[{i}] is superseded by {passage.superseded_by}, which is not one of the document's passages"
-                )
+        _passage_references(self.passages, self.messages)
         turns = {t.id for t in self.turns}
         if len(turns) != len(self.turns):
             raise ValueError("two turns have the same id")
@@ -207,6 +207,24 @@ class AgentDocument(_Strict):
         if len(set(keys)) != len(keys):
             raise ValueError("two turns have the same idempotency_key")
         return self
+
+
+def _passage_references(passages: list[PassageDoc], messages: list[MessageDoc]) -> None:
+    """A passage's successor is one of the document's passages, and each of its sources one of its messages or
+    passages other than itself (each id once in the document: an import maps it to one new row)."""
+    passage_ids = Counter(p.id for p in passages)
+    rows = passage_ids + Counter(m.id for m in messages)
+    for i, passage in enumerate(passages):
+        if passage.superseded_by is not None and passage_ids[passage.superseded_by] != 1:
+            raise ValueError(
+                f"passages[{i}] is superseded by {passage.superseded_by}, which is not one of the document's passages"
+            )
+        for source in passage.sources:
+            if source == passage.id:
+                raise ValueError(f"passages[{i}] names itself ({source}) among its sources")
+            if rows[source] != 1:
+                which = "is not one of the document's messages or passages" if not rows[source] else "is there twice"
+                raise ValueError(f"passages[{i}] names source {source}, which {which}")
 
 
 class ImportResult(BaseModel):

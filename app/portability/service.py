@@ -60,13 +60,21 @@ async def export_agent(session: AsyncSession, agent: Agent, embedder: Embedder, 
             return {"embedding": None, "embedding_model": None}
         return {"embedding": encode_vector(row.embedding), "embedding_model": row.embedding_model}
 
+    passages = await rows.passages(agent.id)
+    in_document = {p.id for p in passages} | {m.id for m in messages}
+
+    def passage(row: ArchivalPassage) -> PassageDoc:
+        # only sources the document holds: one erased without its passage being told would make it refuse itself
+        sources = [s for s in row.sources if s in in_document and s != row.id]
+        return PassageDoc.of(row, sources=sources, **vector(row))
+
     return AgentDocument(
         exported_at=utcnow(),
         embedding_model=embedder.model if embeddings else None,
         embedding_dim=embedder.dim if embeddings else None,
         agent=AgentDoc.of(agent, context_start=await rows.messages_before(agent.id, agent.context_start_seq)),
         blocks=[BlockDoc.of(b, history=history[b.id]) for b in blocks],
-        passages=[PassageDoc.of(p, **vector(p)) for p in await rows.passages(agent.id)],
+        passages=[passage(p) for p in passages],
         messages=[MessageDoc.of(m, **vector(m)) for m in messages],
         turns=[TurnDoc.of(t, events=events[t.id], passed_over=passed_over(t)) for t in await rows.turns(agent.id)],
     )
@@ -166,6 +174,7 @@ async def import_document(
             search_text=lexical.search_text(p.content),
             occurred_at=p.occurred_at or p.created_at,
             superseded_by=None,  # set below, once the successor has its new id
+            sources=[],  # set below, from every row's new id
         )
         for p, vector in zip(document.passages, passage_vectors, strict=True)
     ]
@@ -173,9 +182,13 @@ async def import_document(
         _message(agent.id, m, turn_ids, vector, embedder.model)
         for m, vector in zip(document.messages, message_vectors, strict=True)
     ]
+    # Rows have their new ids once made: sources (no foreign key) are mapped before anything is written.
+    new_ids = {p.id: row.id for p, row in zip(document.passages, passages, strict=True)}
+    new_ids |= {m.id: row.id for m, row in zip(document.messages, messages, strict=True)}
+    for p, row in zip(document.passages, passages, strict=True):
+        row.sources = [new_ids[source] for source in p.sources]
     await rows.add_all([*revisions, *events, *passages, *messages])
     # Successors by their new ids, once every passage is stored (a passage may come before the one replacing it).
-    new_ids = {p.id: row.id for p, row in zip(document.passages, passages, strict=True)}
     superseded = [(row, p.superseded_by) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
     for row, successor in superseded:
         row.superseded_by = new_ids[successor]

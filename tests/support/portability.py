@@ -39,14 +39,18 @@ def settled_export(client: TestClient, agent_id: str, **params: str) -> dict[str
 
 
 def comparable(document: dict[str, Any]) -> str:
-    """The document with the ids an import replaces made positional: the agent's, each turn's (in order), and the
-    rows' own ids (dropped), so that two exports of the same memory compare equal."""
+    """The document with the ids an import replaces made positional: the agent's and each turn's (in order), and the
+    rows' own ids (dropped; a passage's sources and successor name the rows by their place), so that two exports of
+    the same memory compare equal. (A text quoting a row's id, a tool's result, keeps the id it was written with.)"""
     document = copy.deepcopy(document)
     document.pop("exported_at")
     names = {document["agent"].pop("id"): "AGENT"}
     names.update({turn.pop("id"): f"TURN-{i}" for i, turn in enumerate(document["turns"])})
-    for row in document["messages"] + document["passages"]:
-        row.pop("id")
+    rows = {row.pop("id"): f"{kind}[{i}]" for kind in ("messages", "passages") for i, row in enumerate(document[kind])}
+    for passage in document["passages"]:
+        passage["sources"] = [rows.get(s, f"UNKNOWN-{s}") for s in passage.get("sources", [])]
+        if passage.get("superseded_by"):
+            passage["superseded_by"] = rows.get(passage["superseded_by"], f"UNKNOWN-{passage['superseded_by']}")
     text = json.dumps(document, ensure_ascii=False, sort_keys=True)
     return UUID.sub(lambda m: names.get(m.group(0), f"UNKNOWN-{m.group(0)}"), text)
 
