@@ -153,7 +153,10 @@ class LettaPassage(BaseModel):
     created_at: datetime = Field(description="when it happened (Engram's occurred_at)")
     updated_at: datetime = Field(description="when it was stored")
     embedding: None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`sources`: Engram's ids of the messages and passages it was distilled from, when it has any",
+    )
 
     @classmethod
     def of(cls, passage: ArchivalPassage) -> "LettaPassage":
@@ -163,6 +166,7 @@ class LettaPassage(BaseModel):
             tags=passage.tags,
             created_at=passage.occurred_at,
             updated_at=passage.created_at,
+            metadata={"sources": [str(s) for s in passage.sources]} if passage.sources else {},
         )
 
 

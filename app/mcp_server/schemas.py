@@ -30,6 +30,7 @@ class PassageList(BaseModel):
 
 
 class ConversationHit(ReadModel):
+    id: uuid.UUID = Field(description="the message's id (what a passage drawn from it names among its sources)")
     role: Literal["user", "assistant", "tool", "system"]
     content: str
     created_at: datetime

@@ -30,7 +30,7 @@ from app.mcp_server.schemas import (
     CoreMemoryBlocks,
     PassageList,
 )
-from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
 from app.memory.recollection import Recollector
@@ -42,6 +42,7 @@ from app.memory.schemas import (
     MAX_BLOCKS,
     MAX_PASSAGE_CHARS,
     MAX_QUERY_CHARS,
+    MAX_SOURCES,
     MAX_TAGS,
     BlockRead,
     NonBlank,
@@ -163,18 +164,27 @@ def build_server(
         tags: Annotated[
             list[str] | None, Field(max_length=MAX_TAGS, description="optional lower-case tags, to filter searches by later")
         ] = None,
+        sources: Annotated[
+            list[uuid.UUID] | None,
+            Field(
+                max_length=MAX_SOURCES,
+                description="the ids of the agent's messages (search_conversation_history) and passages this passage "
+                "was drawn from, if any",
+            ),
+        ] = None,
     ) -> PassageRead:
         """Store a passage in an agent's archival memory: long-term storage without a size limit that the agent
         searches when it needs to (it is not in every conversation, unlike core memory). One self-contained fact or
         note per passage (say "Aiko's daughter Mei was born in 2019") is found best later. A passage that differs
         from a stored one only in punctuation, spacing or case is not stored twice: the stored one comes back with
-        `duplicate: true`."""
+        `duplicate: true`. A fact drawn from what was said can name its sources: each must be this agent's message or
+        passage."""
         caller = caller_of(ctx)
         async with _agent_scope(caller, agent_id, reads_only=True):  # the agent, checked; no transaction while embedding
             vectors = await caller.runtime.embedder.embed_passages([content])
         async with _agent_scope(caller, agent_id) as (session, agent):
             archival = ArchivalMemory(session, caller.runtime.embedder)
-            [stored] = await archival.add(agent.id, [(content, tags or [])], vectors=vectors)
+            [stored] = await archival.add(agent.id, [NewPassage(content, tags or [], None, sources or [])], vectors=vectors)
             return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
     @server.tool(annotations=READ_ONLY)

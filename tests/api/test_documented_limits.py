@@ -2,6 +2,7 @@
 request just over a limit gets the status the row names."""
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ ROWS: dict[str, tuple[list[int], list[Over]]] = {
         [
             Over("POST", "/v1/agents/{a}/archival", {"content": "x" * 20_001}),
             Over("POST", "/v1/agents/{a}/archival", {"content": "x", "tags": [f"t{i}" for i in range(17)]}),
+            Over("POST", "/v1/agents/{a}/archival", {"content": "x", "sources": [str(uuid.uuid4()) for _ in range(17)]}),
         ],
     ),
     "a batch": (

@@ -302,6 +302,28 @@ def test_archival_search_in_japanese_with_scores_tags_and_dates(service: Served,
         api.delete(f"/v1/agents/{agent['id']}")
 
 
+def test_a_passages_sources_show_as_a_count_that_unfolds_to_their_ids(service: Served, page: Page) -> None:
+    with service.api() as api:
+        agent = new_agent(api, f"出典 {datetime.now(UTC):%H%M%S%f}")
+        lines = [{"role": "user", "content": "This is Max, my new puppy!"}, {"role": "user", "content": "Max is brown."}]
+        said = api.post(f"/v1/agents/{agent['id']}/messages", json={"messages": lines}).json()["message_ids"]
+        fact = api.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user has a brown puppy", "sources": said})
+        assert fact.status_code == 201, fact.text
+        api.post(f"/v1/agents/{agent['id']}/archival", json={"content": "The user lives in Osaka"})
+        open_agent(page, service.url, agent, "archival")
+        results = page.get_by_role("region", name="Archival memory").locator(".passage")
+        expect(results).to_have_count(2)
+        expect(results.filter(has_text="Osaka").locator(".sources")).to_have_count(0)  # none: nothing shown
+        sources = results.filter(has_text="puppy").locator(".sources")
+        expect(sources.locator("summary")).to_have_text("2 sources")
+        ids = sources.locator("code")
+        expect(ids.first).to_be_hidden()  # folded
+        sources.locator("summary").click()
+        expect(ids).to_have_text([i[:8] for i in said])  # short, the whole id on hover
+        assert [ids.nth(n).get_attribute("title") for n in range(2)] == said
+        api.delete(f"/v1/agents/{agent['id']}")
+
+
 def test_chat_pane_shows_each_step_live_and_the_memory_it_edits(
     service: Served, page: Page, llm: ScriptedLLM, request: pytest.FixtureRequest
 ) -> None:

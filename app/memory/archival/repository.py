@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
 from app.memory.search.hybrid import Hit, hybrid_search
-from app.memory.search.named_speakers import SPEAKER_LABEL_SQL
+from app.memory.search.named_speakers import PASSAGE_SPEAKER_SQL
 from app.memory.search.query import SearchQuery
 from app.models_base import orm_attribute
 
@@ -184,5 +184,5 @@ class PassageRepository:
             where=[*valid, *(["tags @> CAST(:tags AS text[])"] if tags else [])],
             params={"tags": tags, **valid_params},
             sequence=("created_at", "id"),
-            speaker=SPEAKER_LABEL_SQL,
+            speaker=PASSAGE_SPEAKER_SQL,
         )

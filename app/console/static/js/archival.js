@@ -1,8 +1,8 @@
-// Archival memory (hybrid search with scores, tag and date filters, add, delete) and recall memory (the
+// Archival memory (hybrid search with scores, tag and date filters, sources, add, delete) and recall memory (the
 // conversation: search or browse). Both list newest first without a query, a page at a time.
 
 import { call } from "./api.js";
-import { confirmDialog, h, problem, say, when } from "./dom.js";
+import { confirmDialog, h, problem, say, shortId, when } from "./dom.js";
 
 const PAGE = 20;
 
@@ -19,6 +19,21 @@ function splitTags(text) {
     .split(/[,、，\s]+/u)
     .map((t) => t.trim())
     .filter(Boolean);
+}
+
+/** A passage's provenance: how many sources, unfolding to their ids (short; the whole id on hover). */
+function sources(ids) {
+  if (!ids?.length) return null;
+  return h(
+    "details",
+    { class: "sources" },
+    h(
+      "summary",
+      { title: "The messages and passages it was distilled from" },
+      `${ids.length} source${ids.length === 1 ? "" : "s"}`,
+    ),
+    h("ul", {}, ids.map((id) => h("li", {}, h("code", { title: id }, shortId(id))))),
+  );
 }
 
 function score(value, label = "score") {
@@ -138,6 +153,7 @@ export function archivalView(agent) {
         score(passage.similarity, "cosine"),
         passage.tags.map((t) => h("span", { class: "tag" }, t)),
         h("time", { datetime: passage.created_at }, when(passage.created_at)),
+        sources(passage.sources),
         remove,
       ),
     );
