@@ -39,9 +39,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     passages = sub.add_parser(
         "import-passages",
         help="import passages into an agent's archival memory as a background job, with a progress bar",
-        description='FILE holds JSON lines ({"content": …, "tags"?: […], "occurred_at"?: …} per line) or a JSON '
-        "array of such objects. Ctrl-C stops watching; the job goes on (engram import-passages --cancel JOB AGENT "
-        "stops it).",
+        description='FILE holds JSON lines ({"content": …, "tags"?: […], "occurred_at"?: …, "sources"?: [ids]} per '
+        "line) or a JSON array of such objects. Ctrl-C stops watching; the job goes on (engram import-passages "
+        "--cancel JOB AGENT stops it).",
     )
     passages.add_argument("file", help="the file (- for stdin); or, with --cancel, the job id")
     passages.add_argument("agent", help="agent id or name")
