@@ -80,19 +80,23 @@ class Loaded:
     agent_id: str
     kind: Kind
     turns: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # memory id -> the corpus' turns it stands for
+    facts: dict[uuid.UUID, str] = field(default_factory=dict)  # a fact's id -> its text (it stands for its sources)
     index: fusion_replica.Indexed | None = None  # the stored rows, for the RRF baseline
     rows: list[Recollection] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
 
     def held(self, question: Question, shown: list[tuple[uuid.UUID, str]]) -> tuple[int, int]:
-        """The evidence turns handed over, and those of them whose shown text keeps the answer's words."""
+        """The evidence turns handed over, and those of them whose shown text keeps the answer's words (a turn shown by
+        a fact and by itself counts once: kept if either keeps them)."""
         answer = set(lexical.tokens(question.answer))
-        held = kept = 0
+        held: set[int] = set()
+        kept: set[int] = set()
         for memory, what in shown:
             for turn in self.turns.get(memory, set()) & question.evidence:
                 in_turn = answer.intersection(lexical.tokens(self.corpus.passages[turn]))
-                held += 1
-                kept += 2 * len(in_turn.intersection(lexical.tokens(what))) >= len(in_turn)
-        return held, kept
+                held.add(turn)
+                if 2 * len(in_turn.intersection(lexical.tokens(what))) >= len(in_turn):
+                    kept.add(turn)
+        return len(held), len(kept)
 
 
 def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
@@ -116,7 +120,28 @@ def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
         assert response.status_code == 201, response.text
         for offset, memory in enumerate(ids):
             loaded.turns.setdefault(uuid.UUID(memory), set()).add(start + offset)
+    if corpus.facts:
+        store_facts(client, loaded)
     return loaded
+
+
+def store_facts(client: TestClient, loaded: Loaded) -> None:
+    """The corpus' facts as passages citing the turns they name (what a memory pass that cites would store): each
+    counts for its sources."""
+    memory_of = {turn: memory for memory, turns in loaded.turns.items() for turn in turns}
+    facts = loaded.corpus.facts
+    for start in range(0, len(facts), CHUNK):
+        chunk = facts[start : start + CHUNK]
+        items = [
+            {"content": f.text, "occurred_at": f.date.isoformat(), "sources": sorted({str(memory_of[t]) for t in f.sources})}
+            for f in chunk
+        ]
+        response = client.post(f"/v1/agents/{loaded.agent_id}/archival/batch", json={"items": items})
+        assert response.status_code == 201, response.text
+        for fact, stored in zip(chunk, response.json()["items"], strict=True):
+            memory = uuid.UUID(stored["id"])
+            loaded.turns.setdefault(memory, set()).update(fact.sources)
+            loaded.facts[memory] = fact.text
 
 
 async def read_back(url: str, loaded: list[Loaded]) -> None:
@@ -235,6 +260,10 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                         for share in DESIGNS:
                             per_memory = recollection_gate.memory_chars(budget, share)
                             methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
+                        for facts in (False, True):
+                            methods[f"design: a fact stands for its sources {facts}"] = select(
+                                searched, budget=budget, facts=facts
+                            )
                         by_length = {chars: select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
                         for chars, chosen in by_length.items():
                             methods[f"design: a reply of <= {chars:>3} chars brings its question"] = chosen
@@ -287,7 +316,9 @@ def chat_path(client: TestClient, llm: ScriptedLLM, sets: dict[str, list[Loaded]
     out: dict[str, Tally] = {}
     for name, loaded in sets.items():
         for one in loaded:
-            lines = [(memory, whole_line(one, min(turns))) for memory, turns in one.turns.items()]
+            lines = [
+                (memory, one.facts.get(memory) or whole_line(one, min(turns))) for memory, turns in one.turns.items() if turns
+            ]
             for q in one.corpus.questions:
                 first = len(llm.requests)
                 response = client.post(f"/v1/agents/{one.agent_id}/chat", json={"message": q.text})

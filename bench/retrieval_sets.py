@@ -36,11 +36,22 @@ class Question:
 
 
 @dataclass
+class Fact:
+    """A fact written from the conversation (LoCoMo's `observation`): its text, its session's date, and the passages
+    (turns) it names as its sources."""
+
+    text: str
+    date: datetime
+    sources: frozenset[int]
+
+
+@dataclass
 class Corpus:
     name: str
     passages: list[str]
     questions: list[Question] = field(default_factory=list)
     dates: list[datetime] | None = None  # per passage, when it was said (its session's date)
+    facts: list[Fact] = field(default_factory=list)  # stored beside the passages, with their sources
 
 
 def _longmemeval_date(value: str) -> datetime:
@@ -90,7 +101,8 @@ def _locomo_date(value: str) -> datetime:
     return datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
-def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
+def locomo(path: Path = LOCOMO, limit: int | None = None, *, facts: bool = False) -> RetrievalSet:
+    """`facts`: each conversation's `observation`s stored too, as facts citing the turns they name."""
     corpora = []
     for sample in json.loads(path.read_text())[: limit or None]:
         conversation = sample["conversation"]
@@ -104,7 +116,9 @@ def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
                 index[turn["dia_id"]] = len(passages)
                 passages.append(f"{turn['speaker']}: {turn['text']}")
                 dates.append(when)
-        corpus = Corpus(f"locomo {sample['sample_id']}", passages, dates=dates)
+        corpus = Corpus(f"locomo {sample['sample_id']}{' with facts' if facts else ''}", passages, dates=dates)
+        if facts:
+            corpus.facts = _observations(sample, index)
         for qa in sample["qa"]:
             # evidence ids are sometimes written "D8:6; D9:17" or "D:11:26"
             ids = {f"D{s}:{t}" for e in qa.get("evidence", []) for s, t in _DIA_ID.findall(e)}
@@ -113,7 +127,20 @@ def locomo(path: Path = LOCOMO, limit: int | None = None) -> RetrievalSet:
                 category = LOCOMO_CATEGORIES[qa["category"]]
                 corpus.questions.append(Question(qa["question"], category, evidence, answer=str(qa.get("answer", ""))))
         corpora.append(corpus)
-    return RetrievalSet("LoCoMo dev", corpora)
+    return RetrievalSet("LoCoMo dev with facts" if facts else "LoCoMo dev", corpora)
+
+
+def _observations(sample: dict[str, Any], index: dict[str, int]) -> list[Fact]:
+    """LoCoMo's facts per session and speaker ([text, "D1:3"]), dated by their session, citing the turns they name."""
+    conversation, out = sample["conversation"], []
+    for key, by_speaker in sample["observation"].items():
+        number = int(key.split("_")[1])
+        when = _locomo_date(conversation[f"session_{number}_date_time"])
+        for facts in by_speaker.values():
+            for text, named in facts:
+                ids = {f"D{s}:{t}" for s, t in _DIA_ID.findall(json.dumps(named))}
+                out.append(Fact(text, when, frozenset(index[i] for i in ids if i in index)))
+    return out
 
 
 def japanese(path: Path = JAPANESE, limit: int | None = None) -> RetrievalSet:
@@ -149,6 +176,7 @@ class Loader(Protocol):
 SETS: dict[str, Loader] = {
     "longmemeval": longmemeval,
     "locomo": locomo,
+    "locomo-facts": lambda limit=None: locomo(limit=limit, facts=True),
     "japanese": japanese,
     "longmemeval-one-agent": lambda limit=None: one_agent(longmemeval(limit=limit)),
 }

@@ -158,6 +158,7 @@ class Recollector:
                 written,
                 hit.answers,
                 terms=query_tokens,
+                sources=tuple(row.sources) if isinstance(row, ArchivalPassage) else (),
             )
 
         # one query, its terms, dates and speakers read once for both; "yesterday" is the day before `as_of`

@@ -77,6 +77,10 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 # the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
 EVIDENT_RATIO = 0.0
 COMPANY_RATIO = 0.5
+# A fact and the lines it was drawn from (its sources) among the hits: the fact goes where either would, the lines
+# stay out. A fact says in 90 characters what its lines say in 120 to 300, and LoCoMo's lines never added enough to
+# be worth their characters: a line that holds one, two or three terms of the query its fact lacks, let in after it,
+# handed over less evidence at every budget (bench/README.md, "Facts with their sources").
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
 # One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/excerpt.py): at
 # 1,500 characters, 330 (a fixed 600 before). Chosen with bench/recollection.py on the three sets at once, an evidence
@@ -141,6 +145,7 @@ class Recollection:
     min_margin: float = MIN_MARGIN  # what its query asks of the margin
     terms: frozenset[str] = frozenset()  # the query's lexical terms, around which a long memory is cut
     in_window: bool = False  # said within the time a question about the asker's own past names ("last week")
+    sources: tuple[uuid.UUID, ...] = ()  # a fact's: the messages and passages it was distilled from
 
     @property
     def evident(self) -> bool:
@@ -185,6 +190,7 @@ def select(
     repeats: Iterable[str] = (),
     per_memory: int | None = None,
     questioned: int = QUESTIONED_CHARS,
+    facts: bool = True,
 ) -> list[Recollection]:
     """The hits that go into the prompt, best first (a reply's question after it): none unless one is evident; then
     the evident ones within `evident_ratio` of the best evident score of their memory and the others within `company`
@@ -192,7 +198,8 @@ def select(
     (`memory_chars(budget)` unless given). A hit too long for what is left of the budget leaves its place to the next
     that fits (the first is cut to fit); a reply of at most `questioned` characters comes with the question it
     answers (`Recollection.answers`, one of `hits`) when both fit; a text already chosen, or one of `repeats` (the
-    message being answered), is not repeated."""
+    message being answered), is not repeated. With `facts`, a fact goes where it or one of its sources (the lines
+    it was drawn from, among `hits`) would, and they stay out: one of them carries what both tell."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
@@ -217,9 +224,11 @@ def select(
         return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
 
     by_id = {h.id: h for h in hits}
-    for hit in sorted(filter(comes_along, hits), key=lambda h: -h.score):
-        if _said(hit.content) in seen:
-            continue
+    ranked = sorted(filter(comes_along, hits), key=lambda h: -h.score)
+    kin = _kin(hits) if facts else {}
+    for hit in _facts_first(ranked, hits) if facts else ranked:
+        if _said(hit.content) in seen or any(c.id in kin.get(hit.id, ()) for c in chosen):
+            continue  # a text already chosen; a line whose fact is (or a fact whose line is: its fact was too long)
         hit = _within(hit, per_memory)
         shown: Recollection | None = hit
         if not chosen and used + cost(hit) > budget:
@@ -240,6 +249,32 @@ def select(
             seen.add(_said(line.content))
             headings.add(line.heading)
     return chosen
+
+
+def _kin(hits: list[Recollection]) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """Each hit's facts and sources among `hits`: the lines that tell what it tells, in other words."""
+    kin: dict[uuid.UUID, set[uuid.UUID]] = {}
+    ids = {h.id for h in hits}
+    for fact in hits:
+        for source in ids.intersection(fact.sources):
+            kin.setdefault(fact.id, set()).add(source)
+            kin.setdefault(source, set()).add(fact.id)
+    return kin
+
+
+def _facts_first(ranked: list[Recollection], hits: list[Recollection]) -> list[Recollection]:
+    """`ranked` with each hit's facts (among `hits`, come along or not) just before it: a fact says in 90 characters
+    what its source lines say in 300, so where a line would go, its fact goes first."""
+    facts_of: dict[uuid.UUID, list[Recollection]] = {}
+    for fact in sorted(hits, key=lambda h: -h.score):
+        for source in fact.sources:
+            facts_of.setdefault(source, []).append(fact)
+    order: dict[uuid.UUID, Recollection] = {}
+    for hit in ranked:
+        for fact in facts_of.get(hit.id, ()):
+            order.setdefault(fact.id, fact)
+        order.setdefault(hit.id, hit)
+    return list(order.values())
 
 
 def _within(hit: Recollection, per_memory: int) -> Recollection:

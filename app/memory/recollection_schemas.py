@@ -119,10 +119,22 @@ class RecollectedMemory(BaseModel):
     occurred_at: datetime = Field(description="when it happened or was said")
     score: float = Field(description="the hybrid search's fused score (comparable within one kind)")
     speaker: str | None = Field(default=None, description="who said it (user or assistant); recall memories only")
+    sources: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="a fact's sources: the messages and passages it was distilled from (empty: a memory stored as given)",
+    )
 
     @classmethod
     def of(cls, r: Recollection) -> "RecollectedMemory":
-        return cls(kind=r.kind, id=r.id, content=r.shown, occurred_at=r.occurred_at, score=r.score, speaker=r.speaker)
+        return cls(
+            kind=r.kind,
+            id=r.id,
+            content=r.shown,
+            occurred_at=r.occurred_at,
+            score=r.score,
+            speaker=r.speaker,
+            sources=list(r.sources),
+        )
 
 
 class RecollectionRead(BaseModel):

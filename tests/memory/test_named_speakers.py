@@ -1,7 +1,10 @@
 """Who a search query asks about (app/memory/search/named_speakers.py): its words, the user in the first person, the
 assistant in the second."""
 
-from app.memory.search.named_speakers import speakers
+import uuid
+
+from app.memory.search.named_speakers import PASSAGE_SPEAKER_SQL, speakers
+from tests.support.database import run_sql
 
 
 def test_a_name_in_the_query_is_a_speaker_it_may_ask_about() -> None:
@@ -22,3 +25,19 @@ def test_for_the_agents_own_search_i_is_the_assistant() -> None:
     assert "assistant" in speakers("What did I recommend for Denver?", asker="assistant")
     assert "user" not in speakers("What did I recommend for Denver?", asker="assistant")
     assert "user" in speakers("What did you say about your sister?", asker="assistant")
+
+
+def test_a_passages_speaker_is_its_lines_label_or_its_facts_subject(database_url: str) -> None:
+    rows = [
+        ("Caroline: I went to the support group yesterday.", False),
+        ("Caroline attended an LGBTQ support group.", True),
+        ("Melanie's kids love the beach.", True),
+        ("Melanie’s kids love the beach.", True),
+        ("User works as a data engineer in Yokohama.", True),
+        ("The user's cat is called Mochi.", False),  # stored as given, no label: no speaker
+    ]
+    values = ", ".join(f"(:c{i}, CAST(:s{i} AS uuid[]))" for i in range(len(rows)))
+    params = {f"c{i}": content for i, (content, _) in enumerate(rows)}
+    params |= {f"s{i}": [str(uuid.uuid4())] if fact else [] for i, (_, fact) in enumerate(rows)}
+    read = run_sql(database_url, f"SELECT {PASSAGE_SPEAKER_SQL} FROM (VALUES {values}) AS t(content, sources)", params)
+    assert [r[0] for r in read] == ["caroline", "caroline", "melanie", "melanie", "user", "the user's cat is called mochi."]

@@ -213,3 +213,19 @@ def test_a_message_that_only_acknowledges_asks_nothing(message: str) -> None:
 )
 def test_a_message_with_something_in_it_asks(message: str) -> None:
     assert not recollection_gate.acknowledges(message)
+
+
+def test_a_fact_goes_where_its_source_line_would_and_the_line_stays_out() -> None:
+    line = hit("Nate: this is Max! He loves the park and chasing every ball he sees.", 0.9, margin=0.1)
+    fact = replace(hit("Nate has a dog named Max.", 0.5), sources=(line.id,))
+    other = hit("Joanna: My turtles are sleeping again.", 0.7, margin=0.1)
+    unrelated_fact = replace(hit("Joanna writes screenplays.", 0.2), sources=(uuid.uuid4(),))
+    # the fact, reached through its source, goes first (below the company ratio on its own); the line stays out
+    assert [r.content for r in select([line, fact, other, unrelated_fact])] == [fact.content, other.content]
+    # as passages of their own (before sources were read), both are spent on, in score order
+    chosen = select([line, fact, other, unrelated_fact], facts=False)
+    assert [r.content for r in chosen] == [line.content, other.content, fact.content]
+    # a fact too long for what is left leaves its place to its line
+    long_fact = replace(fact, content="Nate has a dog named Max, " + "a wirehaired dachshund with a grey beard, " * 3)
+    first = replace(other, score=0.95)
+    assert [r.content for r in select([first, line, long_fact], budget=150, per_memory=300)] == [first.content, line.content]
