@@ -59,6 +59,18 @@ async def move_context_start(session: AsyncSession, agent_id: uuid.UUID, summary
     return await agents.add(agent)
 
 
+async def erasing_from_context(session: AsyncSession, agent_id: uuid.UUID) -> Agent:
+    """The agent, locked until the transaction ends, whose conversation a message is being erased from: its
+    `updated_at` moves on, which tells every process to read its context again (app/chat/context_messages.py).
+    The caller may replace its summary."""
+    agents = AgentRepository(session)
+    agent = await agents.get(agent_id, for_update=True)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id}")
+    agent.updated_at = utcnow()
+    return await agents.add(agent)
+
+
 class AgentService:
     def __init__(self, session: AsyncSession):
         self.agents = AgentRepository(session)

@@ -2,10 +2,11 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from app.api.deps import AgentDep, AgentIdDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
+from app.chat.forgetting import forget_message as forget
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.archival.service import NewPassage
 from app.memory.archival.validity import Validity
@@ -18,10 +19,12 @@ from app.memory.schemas import (
     BlockRead,
     BlockWrite,
     CoreMemoryRead,
+    MessageErasureRead,
     MessageRead,
     PassageBatchCreate,
     PassageBatchRead,
     PassageCreate,
+    PassageErasureRead,
     PassageRead,
     PassageSupersede,
     RevisionRead,
@@ -29,6 +32,7 @@ from app.memory.schemas import (
 from app.memory.search.query import Mode, SearchQuery
 from app.memory.timeline import supersede
 from app.pagination import Page
+from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 
@@ -224,11 +228,13 @@ async def get_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archival
     return PassageRead.of(await archival.get(agent.id, passage_id))
 
 
-@router.delete("/archival/{passage_id}", status_code=204)
-async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> Response:
-    """Delete one passage (the passages it superseded become current again)."""
-    await archival.delete(agent.id, passage_id)
-    return Response(status_code=204)
+@router.delete("/archival/{passage_id}")
+async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: ArchivalMemoryDep) -> PassageErasureRead:
+    """Delete one passage, and the passages drawn from it alone (`sources`), down the chain; a passage drawn also
+    from something else stays, without it among its sources. The passages a deleted one superseded become current
+    again; superseding takes nothing along. Answers what went with it."""
+    erasure = await archival.delete(agent.id, passage_id)
+    return PassageErasureRead(id=passage_id, erased_passages=erasure.passages, sources_trimmed=erasure.trimmed)
 
 
 @router.get("/messages")
@@ -253,3 +259,33 @@ async def list_messages(
         return Page[MessageRead](items=[MessageRead.of(m, score=h.score) for m, h in hits])
     messages, next_cursor = await recall.page(agent.id, limit=limit, cursor=cursor, after=after, before=before)
     return Page[MessageRead](items=[MessageRead.of(m) for m in messages], next_cursor=next_cursor)
+
+
+@router.delete(
+    "/messages/{message_id}",
+    responses={
+        409: {
+            "model": ErrorBody,
+            "description": "A turn or memory pass of the agent is still running after ENGRAM_TURN_LOCK_TIMEOUT_SECONDS",
+        },
+        422: {
+            "model": ErrorBody,
+            "description": "Invalid input, or the message is a tool's result, which goes with its call (the detail names it)",
+        },
+    },
+)
+async def forget_message(agent_id: AgentIdDep, message_id: uuid.UUID, request: Request) -> MessageErasureRead:
+    """Forget one message: it leaves recall memory (its text, vector and word statistics: no search finds it) and the
+    agent's context, with the passages drawn from it alone (`sources`, down the chain; one drawn also from something
+    else stays, without it). An assistant's message takes the results of its tool calls along. Its turn's record and
+    later search results that quoted it say `[erased]` instead; a running summary that may quote it is replaced by a
+    pointer to recall memory. Waits for a running turn or memory pass of the agent to end. Answers what went with it."""
+    forgotten = await forget(runtime(request.app).turn_streams.turns, agent_id, message_id)
+    erased = forgotten.erased
+    return MessageErasureRead(
+        id=message_id,
+        erased_messages=erased.ids,
+        erased_passages=erased.erasure.passages,
+        sources_trimmed=erased.erasure.trimmed,
+        summary_withdrawn=forgotten.summary_withdrawn,
+    )

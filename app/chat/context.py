@@ -76,7 +76,9 @@ async def load_context(
 ) -> ContextView:
     """`kept`: the contexts this process keeps between steps (a new one reads every message)."""
     blocks = await CoreMemory(session).blocks_of(agent.id)
-    since_start = (await (kept or KeptContexts()).since(session, agent.id, agent.context_start_seq)).well_formed()
+    since_start = (
+        await (kept or KeptContexts()).since(session, agent.id, agent.context_start_seq, agent.updated_at)
+    ).well_formed()
     messages, converted, per_message = since_start.messages, since_start.converted, since_start.tokens
     window = settings.context_window_for(agent.model or settings.default_llm_model)
     system = prompt.system_prompt(agent, blocks, now, memories=memories)
@@ -133,9 +135,14 @@ def fallback_summary(previous: str | None, evicted: list[Message]) -> str:
     kept, count = previous or "", len(evicted)
     if pointer := UNSUMMARISED.search(kept):
         kept, count = kept[: pointer.start()], count + int(pointer.group(1))
-    note = f"({count} earlier messages could not be summarised; find them with conversation_search.)"
+    note = unsummarised(count)
     kept = kept[: SUMMARY_MAX_CHARS - len(note) - 1]
     return f"{kept}\n{note}" if kept else note
+
+
+def unsummarised(count: int) -> str:
+    """The summary's pointer to recall memory for `count` messages it does not tell of (UNSUMMARISED reads it back)."""
+    return f"({count} earlier messages could not be summarised; find them with conversation_search.)"
 
 
 # The turn's memories for the prompt, given the read session and the agent (the first step recollects them).

@@ -2,6 +2,8 @@
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -13,6 +15,39 @@ from app.chat.events import Event, event_adapter
 from app.chat.models import Turn, TurnEvent
 
 RUNNING_PASS = "kind = 'memory_pass' AND status = 'running'"  # the partial unique index ux_turns_one_running_pass
+
+
+@dataclass(frozen=True)
+class Copies:
+    """What a turn's record holds of one of its messages: the user's message, or an assistant's monologue, the
+    texts it sent and its calls (by id)."""
+
+    said: str | None = None
+    monologue: str | None = None
+    sent: Sequence[str] = ()
+    calls: Sequence[str] = ()
+
+
+# Events holding one of `Copies`, rewritten: the user's message, a monologue, a sent text, a call's arguments and
+# result, the reply (given whole: the turn's, less the texts sent).
+ERASE_FROM_EVENTS = """
+    UPDATE turn_events SET payload = CASE payload->>'type'
+        WHEN 'turn_started' THEN jsonb_set(payload, '{message}', to_jsonb(CAST(:erased AS text)))
+        WHEN 'tool_call' THEN jsonb_set(payload, '{arguments}', '{}'::jsonb)
+        WHEN 'tool_result' THEN jsonb_set(payload, '{result}', to_jsonb(CAST(:erased AS text)))
+        WHEN 'turn_completed' THEN jsonb_set(payload, '{reply}', to_jsonb(CAST(:reply AS text)))
+        ELSE jsonb_set(payload, '{text}', to_jsonb(CAST(:erased AS text)))
+    END
+    WHERE agent_id = :agent_id AND turn_id = :turn_id AND CASE payload->>'type'
+        WHEN 'turn_started' THEN payload->>'message' = CAST(:said AS text)
+        WHEN 'reasoning' THEN payload->>'text' = CAST(:monologue AS text)
+        WHEN 'message' THEN payload->>'text' = ANY(CAST(:sent AS text[]))
+        WHEN 'tool_call' THEN payload->>'call_id' = ANY(CAST(:calls AS text[]))
+        WHEN 'tool_result' THEN payload->>'call_id' = ANY(CAST(:calls AS text[]))
+        WHEN 'turn_completed' THEN CAST(:reply AS text) IS NOT NULL
+        ELSE false
+    END
+"""
 
 
 class TurnRepository:
@@ -63,6 +98,42 @@ class TurnRepository:
         """The last message the agent's memory passes have gone over (0: none yet)."""
         query = select(func.max(Turn.through_seq)).where(col(Turn.agent_id) == agent_id, col(Turn.kind) == "memory_pass")
         return int((await self.session.scalar(query)) or 0)
+
+    async def erase_from_record(self, agent_id: uuid.UUID, turn_id: uuid.UUID, copies: Copies, erased: str) -> None:
+        """A turn's record without an erased message: its copies in the turn and its events are replaced by `erased`
+        (the arguments of its calls by nothing)."""
+        turn = await self.get(agent_id, turn_id)
+        if turn is None:
+            return
+        if copies.said is not None and turn.message == copies.said:
+            turn.message = erased
+        for sent in copies.sent:
+            turn.reply = turn.reply.replace(sent, erased) if turn.reply else turn.reply
+        self.session.add(turn)
+        await self.session.execute(
+            text(ERASE_FROM_EVENTS),
+            {
+                "agent_id": agent_id,
+                "turn_id": turn_id,
+                "erased": erased,
+                "said": copies.said,
+                "monologue": copies.monologue,
+                "sent": list(copies.sent),
+                "calls": list(copies.calls),
+                "reply": turn.reply if copies.sent else None,
+            },
+        )
+
+    async def erase_quotes(self, agent_id: uuid.UUID, since: datetime, quote: str, erased: str) -> None:
+        """Tool results stored since `since` that quote `quote` (a search's answer) have it replaced by `erased`."""
+        await self.session.execute(
+            text("""
+            UPDATE turn_events SET payload = jsonb_set(payload, '{result}', to_jsonb(replace(payload->>'result', :quote, :erased)))
+            WHERE agent_id = :agent_id AND created_at >= :since AND payload->>'type' = 'tool_result'
+            AND strpos(payload->>'result', :quote) > 0
+        """),
+            {"agent_id": agent_id, "since": since, "quote": quote, "erased": erased},
+        )
 
     async def running(self) -> Sequence[Turn]:
         return (await self.session.scalars(select(Turn).where(col(Turn.status) == "running"))).all()

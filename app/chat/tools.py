@@ -14,7 +14,7 @@ from app.errors import EngramError, PreconditionFailed, format_validation
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.core.service import CoreMemory
-from app.memory.models import ArchivalPassage
+from app.memory.models import ArchivalPassage, Message
 from app.memory.recall.service import RecallMemory
 from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank
 from app.memory.search.query import SearchQuery
@@ -192,13 +192,18 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
     return f"{len(page)} current archival memories, dated when they happened (page {args.page}):\n" + "\n".join(lines)
 
 
+def said_line(message: Message) -> str:
+    """A message as conversation_search quotes it (erasing the message erases its quotes: app/chat/forgetting.py)."""
+    return f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()}"
+
+
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
     query = SearchQuery(args.query, k=PAGE_SIZE * (args.page + 1), asker="assistant")
     hits = await RecallMemory(ctx.session, ctx.embedder).search(ctx.agent_id, query, below_seq=ctx.context_start_seq)
     page = hits[args.page * PAGE_SIZE :]
     if not page:
         return "No earlier messages match." if args.page == 0 else "No more results."
-    lines = [f"[{m.occurred_at:%Y-%m-%d %H:%M}] {m.role}: {m.recall_text()}" for m, _ in page]
+    lines = [said_line(m) for m, _ in page]
     return f"{len(page)} earlier messages (page {args.page}):\n" + "\n".join(lines)
 
 

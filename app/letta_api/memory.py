@@ -139,6 +139,6 @@ async def search_passages(
 async def delete_passage(
     agent: LettaAgentDep, memory_id: Annotated[str, Path(description="passage-<uuid>")], archival: ArchivalMemoryDep
 ) -> LettaDeleted:
-    """Delete a passage."""
+    """Delete a passage, and the passages drawn from it alone (Engram's erasure by provenance)."""
     await archival.delete(agent.id, engram_id("passage", memory_id))
     return LettaDeleted(message=f"LettaMemory id={memory_id} successfully deleted")

@@ -158,6 +158,10 @@ class Message(SQLModel, table=True):
 
     def recall_text(self) -> str:
         """What this message said, for search and display: its text plus anything it sent to the user."""
+        return "\n".join(part for part in [self.content, *self.sent()] if part)
+
+    def sent(self) -> list[str]:
+        """The texts an assistant's message sent to the user (its send_message calls)."""
         sent = []
         for call in self.tool_calls or []:
             if call.get("name") == "send_message":
@@ -165,7 +169,7 @@ class Message(SQLModel, table=True):
                     sent.append(str(json.loads(call.get("arguments") or "{}").get("text", "")))
                 except (ValueError, AttributeError):
                     continue
-        return "\n".join(part for part in [self.content, *sent] if part)
+        return sent
 
 
 class ImportJob(SQLModel, table=True):

@@ -205,6 +205,28 @@ class MessageRead(ReadModel):
     score: float | None = Field(default=None, description="searches only")
 
 
+class PassageErasureRead(BaseModel):
+    id: uuid.UUID = Field(description="what was erased")
+    erased_passages: list[uuid.UUID] = Field(
+        description="passages drawn from it alone (their sources all erased), or from one of those, down the chain: "
+        "erased with it"
+    )
+    sources_trimmed: int = Field(
+        description="passages drawn from it and from something that stays: kept, without it among their sources"
+    )
+
+
+class MessageErasureRead(PassageErasureRead):
+    erased_messages: list[uuid.UUID] = Field(
+        description="every message erased: this one and, for an assistant's, the results of its tool calls (a call's "
+        "result cannot stay without it); passages drawn from any of them count in `erased_passages`"
+    )
+    summary_withdrawn: bool = Field(
+        description="the message had left the context for the running summary, which may quote it: the summary is "
+        "replaced by a pointer to recall memory (GET …/context shows it)"
+    )
+
+
 class ImportJobRead(ReadModel):
     id: uuid.UUID
     agent_id: uuid.UUID

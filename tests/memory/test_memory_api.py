@@ -71,7 +71,11 @@ def test_archival_add_get_list_delete(client: TestClient, agent: dict) -> None:
     assert len(page2["items"]) == 2 and page2["next_cursor"] is None
     assert {p["id"] for p in page1["items"] + page2["items"]} == {one.json()["id"], *(p["id"] for p in batch.json()["items"])}
     assert [p["id"] for p in client.get(base, params={"tags": "food"}).json()["items"]] == [one.json()["id"]]
-    assert client.delete(f"{base}/{one.json()['id']}").status_code == 204
+    assert client.delete(f"{base}/{one.json()['id']}").json() == {
+        "id": one.json()["id"],
+        "erased_passages": [],
+        "sources_trimmed": 0,
+    }
     assert client.get(f"{base}/{one.json()['id']}").status_code == 404
 
 

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Float, and_, delete, or_, select, text, update
+from sqlalchemy import Float, and_, or_, select, text
 from sqlalchemy.orm import defer
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -95,20 +95,15 @@ class PassageRepository:
         return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
 
     async def unknown_sources(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-        """Those of `ids` that are neither a message nor a passage of the agent, in the order given."""
+        """Those of `ids` that are neither a message nor a passage of the agent, in the order given. Those that are
+        stay locked until the transaction ends: erasing one meanwhile (app/memory/erasure.py) waits, and then finds
+        what was drawn from it, or goes first, and this finds it gone."""
         if not ids:
             return []
-        known = set(
-            (
-                await self.session.execute(
-                    text("""
-            SELECT id FROM messages WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[]))
-            UNION ALL SELECT id FROM archival_passages WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[]))
-        """),
-                    {"agent_id": agent_id, "ids": list(set(ids))},
-                )
-            ).scalars()
-        )
+        known: set[uuid.UUID] = set()
+        for table in ("messages", "archival_passages"):
+            query = f"SELECT id FROM {table} WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[])) FOR KEY SHARE"
+            known.update((await self.session.execute(text(query), {"agent_id": agent_id, "ids": list(set(ids))})).scalars())
         return [i for i in dict.fromkeys(ids) if i not in known]
 
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID, *, for_update: bool = False) -> ArchivalPassage | None:
@@ -121,18 +116,6 @@ class PassageRepository:
             # populate_existing: a row read earlier in this session must not hide a newer committed state.
             query = query.with_for_update().execution_options(populate_existing=True)
         return (await self.session.scalars(query)).first()
-
-    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> bool:
-        """Delete a passage; the passages it superseded are current again."""
-        await self.session.execute(
-            update(ArchivalPassage)
-            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.superseded_by) == passage_id)
-            .values(valid_until=None, superseded_by=None)
-        )
-        result = await self.session.exec(
-            delete(ArchivalPassage).where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.id) == passage_id)
-        )
-        return bool(result.rowcount)
 
     async def newest(
         self,

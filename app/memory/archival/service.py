@@ -13,6 +13,7 @@ from app.errors import NotFound, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
+from app.memory.erasure import Erasure, erase_passage
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_SOURCES
 from app.memory.search import lexical
@@ -158,10 +159,10 @@ class ArchivalMemory:
             raise NotFound(f"no archival passage {passage_id}")
         return passage
 
-    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> None:
-        """Delete a passage; the passages it superseded are current again."""
-        if not await self.passages.delete(agent_id, passage_id):
-            raise NotFound(f"no archival passage {passage_id}")
+    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> Erasure:
+        """Delete a passage, and the passages drawn from it alone (app/memory/erasure.py); the passages they
+        superseded are current again."""
+        return await erase_passage(self.passages.session, agent_id, passage_id)
 
 
 def normalise_tags(tags: list[str]) -> list[str]:

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import defer
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -147,6 +147,49 @@ class MessageRepository:
             return []
         return await hybrid_search(
             self.session, Message, agent_id, query, embedding, where=where, params=params, sequence=("seq",), speaker="t.role"
+        )
+
+    async def get(self, agent_id: uuid.UUID, message_id: uuid.UUID) -> Message | None:
+        query = select(Message).options(NO_MESSAGE_VECTOR).where(col(Message.agent_id) == agent_id, col(Message.id) == message_id)
+        return (await self.session.scalars(query.with_for_update())).first()
+
+    async def results_of(self, agent_id: uuid.UUID, call: Message) -> Sequence[Message]:
+        """The tool results answering an assistant message's calls."""
+        ids = [c["id"] for c in call.tool_calls or []]
+        if not ids or call.turn_id is None:
+            return []
+        query = (
+            select(Message)
+            .options(NO_MESSAGE_VECTOR)
+            .where(
+                col(Message.agent_id) == agent_id,
+                col(Message.turn_id) == call.turn_id,
+                col(Message.role) == "tool",
+                col(Message.tool_call_id).in_(ids),
+            )
+        )
+        return (await self.session.scalars(query.with_for_update())).all()
+
+    async def call_of(self, agent_id: uuid.UUID, result: Message) -> uuid.UUID | None:
+        """The assistant message whose call a tool result answers."""
+        query = text("""
+            SELECT id FROM messages WHERE agent_id = :agent_id AND turn_id = :turn_id AND role = 'assistant'
+            AND tool_calls @> jsonb_build_array(jsonb_build_object('id', CAST(:call_id AS text)))
+        """)
+        params = {"agent_id": agent_id, "turn_id": result.turn_id, "call_id": result.tool_call_id}
+        return (await self.session.execute(query, params)).scalar()
+
+    async def delete(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
+        await self.session.execute(delete(Message).where(col(Message.agent_id) == agent_id, col(Message.id).in_(ids)))
+
+    async def erase_quotes(self, agent_id: uuid.UUID, after_seq: int, quote: str, erased: str) -> None:
+        """Tool results after `after_seq` that quote `quote` (a search's answer) have it replaced by `erased`."""
+        await self.session.execute(
+            text("""
+            UPDATE messages SET content = replace(content, :quote, :erased)
+            WHERE agent_id = :agent_id AND role = 'tool' AND seq > :after_seq AND strpos(content, :quote) > 0
+        """),
+            {"agent_id": agent_id, "after_seq": after_seq, "quote": quote, "erased": erased},
         )
 
     async def count(self, agent_id: uuid.UUID, *, before_seq: int) -> int:

@@ -75,5 +75,9 @@ class RecallMemory:
     async def unembedded(self, *, limit: int, settled_before: datetime, exclude: Collection[uuid.UUID] = ()) -> Sequence[Message]:
         return await self.messages.unembedded(limit=limit, settled_before=settled_before, exclude=exclude)
 
+    async def erase_quotes(self, agent_id: uuid.UUID, after_seq: int, quote: str, erased: str) -> None:
+        """Tool results after `after_seq` that quote `quote` (a search's answer) have it replaced by `erased`."""
+        await self.messages.erase_quotes(agent_id, after_seq, quote, erased)
+
     async def set_embedding(self, agent_id: uuid.UUID, message_id: uuid.UUID, embedding: list[float], model: str) -> None:
         await self.messages.set_embedding(agent_id, message_id, embedding, model)
