@@ -471,3 +471,30 @@ def test_sign_in_keeps_the_key_in_the_session_and_sends_it_as_a_bearer_header(
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('engram.apiKey')") is None
+
+
+def test_a_message_is_forgotten_from_the_recall_view_with_what_was_drawn_from_it(service: Served, page: Page) -> None:
+    with service.api() as api:
+        agent = new_agent(api, "忘却")
+        said = ["My locker code is PLUM-4471.", "I had ramen for lunch."]
+        handed = api.post(f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": t} for t in said]})
+        code, _ = handed.json()["message_ids"]
+        fact = api.post(
+            f"/v1/agents/{agent['id']}/archival", json={"content": "The locker code is PLUM-4471.", "sources": [code]}
+        )
+        assert fact.status_code == 201, fact.text
+        open_agent(page, service.url, agent, "recall")
+        view = page.get_by_role("region", name="Recall memory")
+        messages = view.locator(".message")
+        expect(messages).to_have_count(2)
+
+        locker = messages.filter(has_text="PLUM-4471")
+        locker.get_by_role("button", name="Forget message").click()
+        dialog = page.locator("dialog#confirm")
+        expect(dialog).to_contain_text("with the passages drawn from it alone")
+        dialog.get_by_role("button", name="Forget message").click()
+        expect(view.get_by_role("status").first).to_have_text("Message forgotten, with 1 passage drawn from it alone")
+        expect(messages).to_have_count(1)
+        assert api.get(f"/v1/agents/{agent['id']}/archival/{fact.json()['id']}").status_code == 404
+        assert [m["content"] for m in api.get(f"/v1/agents/{agent['id']}/messages").json()["items"]] == said[1:]
+        api.delete(f"/v1/agents/{agent['id']}")

@@ -36,6 +36,21 @@ function sources(ids) {
   );
 }
 
+/** Erase (DELETE `path`) what `item` of `list` shows, and say `done` and what went with it (app/memory/erasure.py),
+ * also dropped from the list. */
+async function erase(status, list, item, path, done) {
+  try {
+    const erased = await call("DELETE", path);
+    const gone = [...(erased.erased_messages ?? []), ...erased.erased_passages];
+    item.remove();
+    for (const shown of list.querySelectorAll("[data-id]")) if (gone.includes(shown.dataset.id)) shown.remove();
+    const n = erased.erased_passages.length;
+    say(status, `${done}${n ? `, with ${n} passage${n === 1 ? "" : "s"} drawn from it alone` : ""}`, "ok");
+  } catch (error) {
+    say(status, problem(error), "error");
+  }
+}
+
 function score(value, label = "score") {
   return value === null || value === undefined
     ? null
@@ -160,13 +175,7 @@ export function archivalView(agent) {
     remove.addEventListener("click", async () => {
       const preview = passage.content.length > 80 ? `${passage.content.slice(0, 80)}…` : passage.content;
       if (!(await confirmDialog("Delete this passage?", preview, "Delete passage"))) return;
-      try {
-        await call("DELETE", ["agents", agent.id, "archival", passage.id]);
-        item.remove();
-        say(status, "Passage deleted", "ok");
-      } catch (error) {
-        say(status, problem(error), "error");
-      }
+      await erase(status, results, item, ["agents", agent.id, "archival", passage.id], "Passage deleted");
     });
     return item;
   }
@@ -223,7 +232,7 @@ export function recallView(agent) {
     try {
       const page = await call("GET", ["agents", agent.id, "messages"], { query: params });
       if (!from) results.replaceChildren();
-      results.append(...page.items.map(messageItem));
+      results.append(...page.items.map((m) => messageItem(m, { forget })));
       cursor = page.next_cursor;
       more.hidden = !cursor;
       const shown = results.children.length;
@@ -238,6 +247,14 @@ export function recallView(agent) {
     }
   }
 
+  /** Forget a message (DELETE …/messages/{id}) once confirmed; a tool's result goes only with its call. */
+  async function forget(message, item) {
+    const preview = message.content.length > 80 ? `${message.content.slice(0, 80)}…` : message.content;
+    const what = "It leaves recall memory and the agent's context, with the passages drawn from it alone.";
+    if (!(await confirmDialog("Forget this message?", preview ? `“${preview}” ${what}` : what, "Forget message"))) return;
+    await erase(status, results, item, ["agents", agent.id, "messages", message.id], "Message forgotten");
+  }
+
   run(null);
   return {
     el: h("section", { class: "view", "aria-label": "Recall memory" }, form, status, results, more),
@@ -245,19 +262,28 @@ export function recallView(agent) {
   };
 }
 
-export function messageItem(message) {
+/** A message; with `forget`, a button to forget it (not on a tool's result, which goes with its call). An object,
+ * not a second argument, so that `messages.map(messageItem)` passes no index for it. */
+export function messageItem(message, { forget = null } = {}) {
   const calls = (message.tool_calls ?? []).map((c) => `${c.function?.name ?? c.name ?? "tool"}(${c.function?.arguments ?? ""})`);
-  return h(
+  const button =
+    forget && message.role !== "tool"
+      ? h("button", { type: "button", class: "danger small", "aria-label": "Forget message" }, "Forget")
+      : null;
+  const item = h(
     "li",
-    { class: `message role-${message.role}` },
+    { class: `message role-${message.role}`, dataset: { id: message.id } },
     h(
       "div",
       { class: "meta" },
       h("span", { class: "role" }, message.name ? `${message.role} · ${message.name}` : message.role),
       score(message.score),
       h("time", { datetime: message.created_at }, when(message.created_at)),
+      button,
     ),
     message.content ? h("p", { class: "content" }, message.content) : null,
     calls.length ? h("pre", { class: "calls" }, calls.join("\n")) : null,
   );
+  button?.addEventListener("click", () => forget(message, item));
+  return item;
 }
