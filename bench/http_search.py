@@ -2,7 +2,8 @@
 
 Store (--set): the LongMemEval_S dev slice, one agent per question and its question (28 agents, 13,869 passages;
 long questions), or LoCoMo dev, one agent per conversation (5 agents, 2,760 one-line turns) and six of its
-questions each (short questions, the kind a chat product sends); ingested through ArchivalMemory.add() with
+questions each (short questions, the kind a chat product sends), with its 1,210 facts citing their turns beside them
+(locomo-facts); ingested through ArchivalMemory.add() with
 vectors from --cache (see bench/retrieval.py; the first run embeds them all).
 1. Engram: `GET /v1/agents/{id}/archival?query=…&k=10` (hybrid) on `engram serve`, a real process on the same
    database with the default embedder — query embedding included. Sequential p50/p95 over every question x
@@ -37,15 +38,18 @@ import asyncpg
 import httpx
 import numpy as np
 from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app import db
+from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
-from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.search.query import SearchQuery
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.explain import explain, explain_sent
-from bench.retrieval import ingest, start_database
+from bench.retrieval import Stored, ingest, start_database
 from bench.retrieval_sets import Corpus, locomo, longmemeval
 from testkit.service_process import running_service
 
@@ -67,11 +71,21 @@ async def load(url: str, corpora: list[Corpus], embedder: E5Embedder, cache: Pat
     try:
         for corpus in corpora:
             stored = await ingest(sessions, cached, corpus, 128)
+            await store_facts(sessions, cached, stored)
             searches += [(str(stored.agent_id), question) for question in _questions(corpus)]
         cached.save()
     finally:
         await engine.dispose()
     return searches
+
+
+async def store_facts(sessions: async_sessionmaker[AsyncSession], embedder: Embedder, stored: Stored) -> None:
+    """The corpus' facts (--set locomo-facts), citing the passages of the turns they name."""
+    passage_of = {turn: stored.passage_ids[i] for i, turns in enumerate(stored.turns) for turn in turns}
+    async with db.transaction(sessions) as session:
+        facts = [NewPassage(f.text, [], f.date, [passage_of[t] for t in sorted(f.sources)]) for f in stored.corpus.facts]
+        for start in range(0, len(facts), 128):
+            await ArchivalMemory(session, embedder).add(stored.agent_id, facts[start : start + 128])
 
 
 def _questions(corpus: Corpus) -> list[str]:
@@ -225,13 +239,13 @@ async def breakdown(url: str, embedder: E5Embedder, searches: list[tuple[str, st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--set", choices=("longmemeval", "locomo"), default="longmemeval")
+    parser.add_argument("--set", choices=("longmemeval", "locomo", "locomo-facts"), default="longmemeval")
     parser.add_argument("--cache", type=Path, required=True, help="the embedding cache of bench/retrieval.py")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     threads = available_cpus()
     embedder = E5Embedder(threads)
-    corpora = (longmemeval() if args.set == "longmemeval" else locomo()).corpora
+    corpora = (longmemeval() if args.set == "longmemeval" else locomo(facts=args.set == "locomo-facts")).corpora
     root = Path(tempfile.mkdtemp(prefix="engram-http-search-"))
     server, url = start_database(root, embedder.dim)
     try:

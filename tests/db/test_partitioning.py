@@ -53,9 +53,7 @@ def fingerprint(url: str) -> dict[str, str]:
     """Every row of the moved tables and of the statistics kept on them, as one digest a table."""
     row = f"(row_to_json(t)::jsonb - {LATER_COLUMNS})::text"
     return {
-        table: run_sql(url, f"SELECT md5(coalesce(string_agg({row}, '|' ORDER BY {order}), '')) FROM {table} t")[
-            0
-        ][0]
+        table: run_sql(url, f"SELECT md5(coalesce(string_agg({row}, '|' ORDER BY {order}), '')) FROM {table} t")[0][0]
         for table, order in (
             ("archival_passages", "agent_id, id"),
             ("messages", "agent_id, id"),

@@ -56,3 +56,23 @@ def test_the_chat_prompt_is_handed_the_same_facts(client: TestClient, agent: dic
     chat(client, agent, question)
     prompt = llm.requests[0]["messages"][0]["content"]
     assert lines_of(section_of(prompt).split("\n\nCurrent time:", 1)[0]) == lines_of(api["text"])
+
+
+def test_a_fact_holds_from_when_its_sources_were_said(client: TestClient, agent: dict) -> None:
+    handed = client.post(
+        f"/v1/agents/{agent['id']}/messages",
+        json={"messages": [{"role": "user", "content": "I adopted a puppy called Biscuit!", "occurred_at": SESSION}]},
+    )
+    assert handed.status_code == 201, handed.text
+    [said] = handed.json()["message_ids"]
+    # distilled today, without a date of its own: dated when its source was said
+    response = client.post(
+        f"/v1/agents/{agent['id']}/archival", json={"content": "The user has a puppy, Biscuit.", "sources": [said]}
+    )
+    assert response.status_code == 201, response.text
+    fact = response.json()
+    assert fact["occurred_at"].startswith("2023-05-08T13:56:00")
+    asked = {"query": "What is my puppy called?", "kinds": ["archival"], "include_core": False}
+    before = recollect(client, agent, **asked, as_of="2023-05-01T00:00:00Z")
+    after = recollect(client, agent, **asked, as_of="2023-05-09T00:00:00Z")
+    assert before["memories"] == [] and [m["id"] for m in after["memories"]] == [fact["id"]]

@@ -95,16 +95,24 @@ class PassageRepository:
         return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
 
     async def unknown_sources(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
-        """Those of `ids` that are neither a message nor a passage of the agent, in the order given. Those that are
-        stay locked until the transaction ends: erasing one meanwhile (app/memory/erasure.py) waits, and then finds
-        what was drawn from it, or goes first, and this finds it gone."""
-        if not ids:
-            return []
-        known: set[uuid.UUID] = set()
-        for table in ("messages", "archival_passages"):
-            query = f"SELECT id FROM {table} WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[])) FOR KEY SHARE"
-            known.update((await self.session.execute(text(query), {"agent_id": agent_id, "ids": list(set(ids))})).scalars())
+        """Those of `ids` that are neither a message nor a passage of the agent, in the order given (`source_times`)."""
+        known = await self.source_times(agent_id, ids)
         return [i for i in dict.fromkeys(ids) if i not in known]
+
+    async def source_times(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+        """Of `ids`, the agent's messages and passages, each with when it was said. They stay locked until the
+        transaction ends: erasing one meanwhile (app/memory/erasure.py) waits, and then finds what was drawn from it,
+        or goes first, and this finds it gone."""
+        if not ids:
+            return {}
+        known: dict[uuid.UUID, datetime] = {}
+        for table in ("messages", "archival_passages"):
+            query = (
+                f"SELECT id, occurred_at FROM {table} WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[])) FOR KEY SHARE"
+            )
+            rows = await self.session.execute(text(query), {"agent_id": agent_id, "ids": list(set(ids))})
+            known.update({row.id: row.occurred_at for row in rows})
+        return known
 
     async def get(self, agent_id: uuid.UUID, passage_id: uuid.UUID, *, for_update: bool = False) -> ArchivalPassage | None:
         query = (

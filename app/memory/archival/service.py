@@ -65,9 +65,10 @@ class ArchivalMemory:
         again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
         when the caller computed them before its transaction (an import job). A near-duplicate naming its original
         among its sources is refused (422), or that source dropped (`own_source="drop"`: an import job, whose
-        sources were checked when it was submitted)."""
+        sources were checked when it was submitted). A passage with sources and no date of its own is dated when the
+        latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`)."""
         news = [NewPassage(*item) for item in items]
-        await self.check_sources(agent_id, *(new.sources for new in news))
+        said = await self.check_sources(agent_id, *(new.sources for new in news))
         if vectors is None:
             vectors = await self.embedder.embed_passages([new.content for new in news])
         neighbours = await self.passages.nearest(
@@ -85,8 +86,10 @@ class ArchivalMemory:
                 search_text=lexical.search_text(new.content),
                 sources=list(dict.fromkeys(new.sources)),
             )
-            if new.occurred_at is not None:  # else the time it is stored (occurred_field)
+            if new.occurred_at is not None:  # else when its sources were said, or the time it is stored (occurred_field)
                 candidate.occurred_at = new.occurred_at
+            elif any(s in said for s in new.sources):
+                candidate.occurred_at = max(said[s] for s in new.sources if s in said)
             original = next((p for p in near if same_fact(p, candidate, new.occurred_at)), None) or next(
                 (p for p in fresh if same_fact(p, candidate, new.occurred_at)), None
             )
@@ -104,12 +107,15 @@ class ArchivalMemory:
         await self.passages.add_all(fresh)
         return stored
 
-    async def check_sources(self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID]) -> None:
-        """Refuses (422) a source that is not one of this agent's messages or passages, naming it (and, of several
-        items' sources, its item, counted from 0)."""
-        if unknown := await self.passages.unknown_sources(agent_id, [s for sources in items for s in sources]):
+    async def check_sources(self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+        """When each source was said; refuses (422) one that is not one of this agent's messages or passages, naming
+        it (and, of several items' sources, its item, counted from 0)."""
+        ids = [s for sources in items for s in sources]
+        said = await self.passages.source_times(agent_id, ids)
+        if unknown := [i for i in ids if i not in said]:
             where = "" if len(items) < 2 else f"item {next(i for i, s in enumerate(items) if unknown[0] in s)}: "
             raise Unprocessable(f"{where}source {unknown[0]} is not a message or passage of this agent")
+        return said
 
     async def search(
         self,
