@@ -1,0 +1,49 @@
+"""What you hand Engram: passages, messages, blocks and lines of a conversation (dicts of the same fields do too).
+A field left None is not sent: the server's default stands. Dates: ISO 8601, a date alone allowed; a datetime
+without a zone is UTC."""
+
+from collections.abc import Iterable
+from datetime import date, datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel
+
+When = datetime | date
+
+
+class NewPassage(BaseModel):
+    content: str
+    tags: list[str] | None = None
+    occurred_at: When | None = None  # when it happened or was said; default: now
+    sources: list[UUID] | None = None  # ids of this agent's messages and passages it was drawn from
+
+
+class NewMessage(BaseModel):
+    """A message of a conversation held elsewhere, handed in to recall memory."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    occurred_at: When | None = None
+    id: str | None = None  # your id: a message handed in before under it is not stored again (safe retries)
+
+
+class ConversationLine(BaseModel):
+    """A line of the recent conversation, for recollection."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class NewBlock(BaseModel):
+    """A core memory block of a new agent."""
+
+    label: str
+    value: str | None = None
+    limit: int | None = None  # characters (server default 2,000)
+    description: str | None = None
+    read_only: bool | None = None
+
+
+def uuids(ids: Iterable[str | UUID] | None) -> list[UUID] | None:
+    return None if ids is None else [UUID(str(i)) for i in ids]
