@@ -1,6 +1,6 @@
 # The checks one at a time, in the virtualenv you are in (the README's install makes one); .ci/run runs them all.
 # `make lint` and `make types` take seconds; `make test` is the README's test command.
-CODE := app tests testkit bench alembic
+CODE := app tests testkit bench alembic clients/python
 
 .PHONY: check lint types test
 
@@ -12,7 +12,7 @@ lint:
 	ruff format --check $(CODE)
 	lint-imports
 
-# mypy --strict over app/, testkit/ and bench/ (pyproject.toml's [tool.mypy]).
+# mypy --strict over app/, testkit/, bench/ and the Python client (pyproject.toml's [tool.mypy]).
 types:
 	mypy
 

@@ -10,7 +10,7 @@ from importlib.metadata import packages_distributions
 
 from tests.support import ROOT
 
-FIRST_PARTY = {"app", "tests", "testkit", "bench"}
+FIRST_PARTY = {"app", "tests", "testkit", "bench", "engram_client"}  # engram_client: clients/python, installed with -e
 TEST_CODE = ("tests", "testkit")
 
 

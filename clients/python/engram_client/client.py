@@ -39,18 +39,22 @@ class _Client(Resource[M]):
     memory_pass = endpoint(_turns.memory_pass)
 
 
-def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
-    """The service's URL and the headers of every request, from the arguments or else the environment."""
+def _settings(
+    base_url: str | None, api_key: str | None, max_retries: int, max_retry_wait: float
+) -> tuple[str, dict[str, str], Retries]:
+    """The service's URL and the headers of every request, from the arguments or else the environment; retries."""
     url = (base_url or os.environ.get("ENGRAM_URL") or DEFAULT_URL).rstrip("/")
     key = api_key if api_key is not None else os.environ.get("ENGRAM_API_KEY")
     headers = {"User-Agent": f"engram-client/{__version__}", "Accept": "application/json"}
-    return url, headers | ({"Authorization": f"Bearer {key}"} if key else {})
+    headers |= {"Authorization": f"Bearer {key}"} if key else {}
+    return url, headers, Retries(max_retries, max_wait=max_retry_wait)
 
 
 class Engram(_Client[Sync]):
     """A client of the Engram service at `base_url` (default: $ENGRAM_URL, else http://localhost:8000) with
     `api_key` (default: $ENGRAM_API_KEY; none on loopback without keys). 429 and 503 are tried again up to
-    `max_retries` times, after the Retry-After the answer gives. `http_client`: an httpx.Client of your own (proxies,
+    `max_retries` times, after the Retry-After the answer gives (one over `max_retry_wait` seconds is raised at once,
+    as RateLimited or ServiceUnavailable with `retry_after`). `http_client`: an httpx.Client of your own (proxies,
     certificates, transports), which stays yours to close. Close this client, or use it as a context manager."""
 
     def __init__(
@@ -60,12 +64,12 @@ class Engram(_Client[Sync]):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 3,
+        max_retry_wait: float = 60.0,
         http_client: httpx.Client | None = None,
     ) -> None:
-        url, headers = _settings(base_url, api_key)
+        self.base_url, headers, retries = _settings(base_url, api_key, max_retries, max_retry_wait)
         http = http_client or httpx.Client(timeout=timeout)
-        self.base_url = url
-        self._sync = SyncRunner(http, url, headers, Retries(max_retries), owns=http_client is None)
+        self._sync = SyncRunner(http, self.base_url, headers, retries, owns=http_client is None)
         super().__init__(self._sync)
 
     def close(self) -> None:
@@ -89,12 +93,12 @@ class AsyncEngram(_Client[Async]):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 3,
+        max_retry_wait: float = 60.0,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        url, headers = _settings(base_url, api_key)
+        self.base_url, headers, retries = _settings(base_url, api_key, max_retries, max_retry_wait)
         http = http_client or httpx.AsyncClient(timeout=timeout)
-        self.base_url = url
-        self._async = AsyncRunner(http, url, headers, Retries(max_retries), owns=http_client is None)
+        self._async = AsyncRunner(http, self.base_url, headers, retries, owns=http_client is None)
         super().__init__(self._async)
 
     async def aclose(self) -> None:
