@@ -23,6 +23,7 @@ from app.api import (
     memory_passes,
     openai_compat,
     operations,
+    passage_keys,
     portability,
     recollection,
     tenants,
@@ -170,7 +171,19 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     app.state.mcp = McpEndpoint()  # MCP over streamable HTTP, behind the same keys (app/mcp_server/)
     app.add_route("/mcp", app.state.mcp, include_in_schema=False)
     # archival_import before memory: `…/archival/import` is not a passage id
-    routers = (agents, archival_import, memory, recollection, memory_passes, chat, openai_compat, tenants, portability, console)
+    routers = (
+        agents,
+        archival_import,
+        memory,
+        passage_keys,
+        recollection,
+        memory_passes,
+        chat,
+        openai_compat,
+        tenants,
+        portability,
+        console,
+    )
     for api in (*routers, operations):
         app.include_router(api.router)
     app.include_router(letta_api.router)  # Letta's API under /letta, for the official letta-client SDKs

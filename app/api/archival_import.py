@@ -15,21 +15,19 @@ from app.db import transaction
 from app.errors import Unprocessable, UnsupportedMediaType, format_validation
 from app.memory.archival.service import ArchivalMemory
 from app.memory.imports import cancel_job, create_job, describe, get_job
-from app.memory.schemas import ImportJobRead, PassageCreate
+from app.memory.schemas import ImportJobRead, PassageWrite
 from app.runtime import runtime
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/archival/import", tags=["memory"], responses=ERROR_RESPONSES)
 PATH = re.compile(r"^/v1/agents/[^/]+/archival/import$")  # bodies up to ENGRAM_MAX_IMPORT_BYTES (app/main.py)
 JSON_LINES = re.compile(r"application/(x-)?(ndjson|jsonl|json-lines|jsonlines)\s*(;|$)", re.IGNORECASE)
-PASSAGE = {"$ref": "#/components/schemas/PassageCreate"}
+PASSAGE = {"$ref": "#/components/schemas/PassageWrite"}
 BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
             "application/json": {"schema": {"type": "array", "items": PASSAGE, "minItems": 1}},
-            "application/x-ndjson": {
-                "schema": {"type": "string", "description": "JSON lines: one PassageCreate object per line"}
-            },
+            "application/x-ndjson": {"schema": {"type": "string", "description": "JSON lines: one PassageWrite object per line"}},
         },
     }
 }
@@ -42,7 +40,7 @@ def _decoded(raw: bytes | str, where: str) -> Any:
         raise Unprocessable(f"{where} is not valid JSON ({exc})") from None
 
 
-def parse_passages(body: bytes, content_type: str) -> list[PassageCreate]:
+def parse_passages(body: bytes, content_type: str) -> list[PassageWrite]:
     """The passages of an import body; the first invalid one is a 422 naming its line (JSON lines) or index."""
     if JSON_LINES.match(content_type):
         lines = ((n, line) for n, line in enumerate(body.split(b"\n"), start=1) if line.strip())
@@ -61,7 +59,7 @@ def parse_passages(body: bytes, content_type: str) -> list[PassageCreate]:
     passages = []
     for where, value in values:
         try:
-            passages.append(PassageCreate.model_validate(value))
+            passages.append(PassageWrite.model_validate(value))
         except ValidationError as exc:
             raise Unprocessable(f"{where}: {format_validation(exc.errors(), limit=3)}") from None
     return passages

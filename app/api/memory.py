@@ -133,11 +133,18 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 @router.post(
     "/archival",
     status_code=201,
-    responses={200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"}},
+    responses={
+        200: {"model": PassageRead, "description": "A near-duplicate was already stored: that passage"},
+        409: {
+            "model": ErrorBody,
+            "description": "A current passage holds the key (`key_taken`, naming it), or a concurrent request changed the "
+            "same thing",
+        },
+    },
 )
 async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at, body.sources)])
+    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at, body.sources, body.key)])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -162,7 +169,7 @@ async def add_passages(
             f"POST /v1/agents/{agent_id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
         )
     stored = await archival.add(
-        agent_id, [NewPassage(item.content, item.tags, item.occurred_at, item.sources) for item in body.items]
+        agent_id, [NewPassage(item.content, item.tags, item.occurred_at, item.sources, item.key) for item in body.items]
     )
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 

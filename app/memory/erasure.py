@@ -1,11 +1,14 @@
 """Erasure by provenance: what goes with an erased message or passage. A passage drawn only from what is erased (its
 `sources` all erased) is erased with it, and so on down the chain (a fact drawn from such a fact); a passage with a
 source left stays, less the erased ones. Supersession is not provenance: superseding a passage takes nothing with
-it, and erasing a passage makes what it superseded current again, as deleting one always has.
+it, and erasing a passage makes what it superseded current again, as deleting one always has. A key stays with one
+current passage: an erased passage lets go of its key first; a passage it superseded under the key is current again
+unless another of the key's versions is (a later one that stays, or the latest of those made current), and is then
+superseded by that one.
 
 Set-wise, in the caller's transaction: one statement finds everything that goes (a recursive CTE over the GIN index
-on `sources`), three more restore what it superseded, delete it and trim the sources of what stays. Every statement
-names the agent: the tables are partitioned by it, and provenance never crosses agents."""
+on `sources`), four more free its keys, restore what it superseded, delete it and trim the sources of what stays.
+Every statement names the agent: the tables are partitioned by it, and provenance never crosses agents."""
 
 import uuid
 from collections.abc import Sequence
@@ -36,10 +39,28 @@ CLOSURE = text("""
     )
     SELECT erased FROM closure ORDER BY cardinality(erased) DESC LIMIT 1
 """)
-# A deleted passage's predecessors are current again (unless they go too: the foreign key would only clear one half).
+# What goes holds no key from here on: its key's other versions may be current again (RESTORE).
+RELEASE = text("""
+    UPDATE archival_passages SET key = NULL
+    WHERE agent_id = :agent_id AND id = ANY(CAST(:erased AS uuid[])) AND key IS NOT NULL
+""")
+# A deleted passage's predecessors are current again (unless they go too: the foreign key would only clear one half),
+# each but a keyed one whose key has its heir: the key's current passage, or the latest of its versions restored here.
 RESTORE = text("""
-    UPDATE archival_passages SET valid_until = NULL, superseded_by = NULL
-    WHERE agent_id = :agent_id AND superseded_by = ANY(CAST(:erased AS uuid[])) AND id <> ALL(CAST(:erased AS uuid[]))
+    WITH orphan AS (
+        SELECT id, key, created_at FROM archival_passages
+        WHERE agent_id = :agent_id AND superseded_by = ANY(CAST(:erased AS uuid[])) AND id <> ALL(CAST(:erased AS uuid[]))
+    ), heir AS (
+        SELECT o.id, COALESCE(
+            (SELECT q.id FROM archival_passages q
+             WHERE q.agent_id = :agent_id AND q.key = o.key AND q.superseded_by IS NULL),
+            (SELECT n.id FROM orphan n WHERE n.key = o.key ORDER BY n.created_at DESC, n.id DESC LIMIT 1)
+        ) AS id_of FROM orphan o
+    )
+    UPDATE archival_passages p
+    SET superseded_by = NULLIF(h.id_of, p.id),
+        valid_until = CASE WHEN h.id_of IS NULL OR h.id_of = p.id THEN NULL ELSE p.valid_until END
+    FROM heir h WHERE p.agent_id = :agent_id AND p.id = h.id
 """)
 DELETE = text("""
     DELETE FROM archival_passages WHERE agent_id = :agent_id AND id = ANY(CAST(:erased AS uuid[])) RETURNING id
@@ -53,6 +74,10 @@ TRIM = text("""
     RETURNING id
 """)
 PASSAGE = text("SELECT id FROM archival_passages WHERE agent_id = :agent_id AND id = :id FOR UPDATE")
+VERSIONS = text("""
+    SELECT id, superseded_by IS NULL AS current FROM archival_passages WHERE agent_id = :agent_id AND key = :key
+    ORDER BY created_at DESC, id DESC FOR UPDATE
+""")
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,18 @@ async def erase_passage(session: AsyncSession, agent_id: uuid.UUID, passage_id: 
     return await _erase(session, agent_id, [passage_id])
 
 
+async def erase_key(session: AsyncSession, agent_id: uuid.UUID, key: str) -> tuple[uuid.UUID, Erasure]:
+    """Delete the passage a key holds with every earlier version of it (what is forgotten is not current again, nor
+    found `as_of` an earlier date) and what was drawn from them alone; the key's current passage, and what went with
+    it, its earlier versions first (404: no current passage holds the key). The caller holds the key's lock."""
+    versions = (await session.execute(VERSIONS, {"agent_id": agent_id, "key": key})).all()
+    current = next((v.id for v in versions if v.current), None)
+    if current is None:
+        raise NotFound(f"no current archival passage holds key {key!r}")
+    erasure = await _erase(session, agent_id, [v.id for v in versions])
+    return current, Erasure([*(v.id for v in versions if v.id != current), *erasure.passages], erasure.trimmed)
+
+
 async def erase_message(session: AsyncSession, agent_id: uuid.UUID, message_id: uuid.UUID) -> ErasedMessage:
     """Delete a message, the results of its tool calls, and the passages drawn from them alone (404: not one of the
     agent's messages; 422: a tool result, which goes only with the call it answers)."""
@@ -105,6 +142,7 @@ async def _erase(session: AsyncSession, agent_id: uuid.UUID, roots: list[uuid.UU
     params = {"agent_id": agent_id, "roots": roots}
     erased = list((await session.execute(CLOSURE, params)).scalar_one())
     params = {"agent_id": agent_id, "erased": erased}
+    await session.execute(RELEASE, params)
     await session.execute(RESTORE, params)
     deleted = set((await session.execute(DELETE, params)).scalars())
     trimmed = len((await session.execute(TRIM, params)).all())

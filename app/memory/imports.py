@@ -32,7 +32,7 @@ from app.errors import NotFound
 from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.models import ImportItem, ImportJob
-from app.memory.schemas import ImportJobRead, PassageCreate
+from app.memory.schemas import ImportJobRead, PassageWrite
 from app.models_base import utcnow
 
 log = logging.getLogger("engram.imports")
@@ -51,7 +51,7 @@ class JobKey(NamedTuple):
     job_id: uuid.UUID
 
 
-async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence[PassageCreate]) -> ImportJob:
+async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence[PassageWrite]) -> ImportJob:
     """The job and its items, stored in the caller's transaction: the worker sees it once that commits."""
     job = ImportJob(agent_id=agent_id, total=len(items))
     session.add(job)

@@ -94,6 +94,15 @@ class ArchivalPassage(SQLModel, table=True):
         Index("ix_archival_passages_agent_occurred", "agent_id", "occurred_at"),
         Index("ix_archival_passages_superseded_by", "superseded_by", postgresql_where="superseded_by IS NOT NULL"),
         Index("ix_archival_passages_sources", "sources", postgresql_using="gin", postgresql_where="sources <> '{}'"),
+        # a key names one current passage of its agent; its superseded versions keep it (migration 0019)
+        Index(
+            "ux_archival_passages_agent_current_key",
+            "agent_id",
+            "key",
+            unique=True,
+            postgresql_where="key IS NOT NULL AND superseded_by IS NULL",
+        ),
+        Index("ix_archival_passages_agent_key", "agent_id", "key", postgresql_where="key IS NOT NULL"),
         # a successor is the same agent's
         ForeignKeyConstraint(
             ["agent_id", "superseded_by"], ["archival_passages.agent_id", "archival_passages.id"], ondelete="SET NULL"
@@ -122,6 +131,9 @@ class ArchivalPassage(SQLModel, table=True):
     sources: list[uuid.UUID] = Field(
         default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
     )
+    # The caller's name for it (PUT …/archival/keys/{key}): unique among the agent's current passages; a superseded
+    # passage keeps the key of its successor, as one of the key's earlier versions.
+    key: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class Message(SQLModel, table=True):

@@ -21,6 +21,16 @@ SOURCES = (
     f"provenance: the ids of this agent's messages and passages this passage was distilled from (at most {MAX_SOURCES}); "
     "erasing them all erases it. An id that is not this agent's message or passage is a 422"
 )
+MAX_KEY_CHARS = 200
+# What a path segment holds as it is (RFC 3986's unreserved characters, and `:` and `@`), not starting with a dot:
+# `.` and `..` are no names but path steps, which clients and proxies resolve away.
+KEY_PATTERN = r"^[A-Za-z0-9_~:@-][A-Za-z0-9._~:@-]*$"
+KEY = (
+    f"your name for the passage, unique among the agent's current passages: 1 to {MAX_KEY_CHARS} letters, digits and "
+    "`-._~:@` (as a URL path holds them), not starting with a dot; `PUT …/archival/keys/{key}` stores or supersedes "
+    "the passage under it, and its superseded versions keep it"
+)
+PassageKey = Annotated[str, Field(min_length=1, max_length=MAX_KEY_CHARS, pattern=KEY_PATTERN, description=KEY)]
 
 
 def _utc(moment: datetime) -> datetime:
@@ -100,11 +110,19 @@ class RevisionRead(ReadModel):
 Tag = str
 
 
-class PassageCreate(RequestBody):
+class PassageWrite(RequestBody):
+    """A passage as given: the body of `PUT …/archival/keys/{key}` (the key is the path's) and a line of an import job."""
+
     content: NonBlank = Field(min_length=1, max_length=MAX_PASSAGE_CHARS)
     tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     occurred_at: Instant | None = Field(default=None, description=OCCURRED_AT)
     sources: list[uuid.UUID] = Field(default_factory=list, max_length=MAX_SOURCES, description=SOURCES)
+
+
+class PassageCreate(PassageWrite):
+    key: PassageKey | None = Field(
+        default=None, description=f"{KEY}. A key a current passage holds already is a 409 naming that passage"
+    )
 
 
 class PassageSupersede(RequestBody):
@@ -138,6 +156,9 @@ class PassageRead(ReadModel):
     sources: list[uuid.UUID] = Field(
         default_factory=list, description="the messages and passages it was distilled from (empty: stored as given)"
     )
+    key: str | None = Field(
+        default=None, description="the caller's name for it (PUT …/archival/keys/{key}); a superseded passage keeps its key"
+    )
     score: float | None = Field(
         default=None,
         description="searches only: the rank score, 0..1: the cosine to the query less part of its vector candidates' "
@@ -147,7 +168,11 @@ class PassageRead(ReadModel):
         "(app/memory/search/hybrid.py)",
     )
     similarity: float | None = Field(default=None, description="searches only: cosine similarity of query and passage")
-    duplicate: bool | None = Field(default=None, description="inserts only: true when a near-duplicate was already stored")
+    duplicate: bool | None = Field(
+        default=None,
+        description="inserts only: true when a near-duplicate was already stored (under a key: the key's passage "
+        "already said this, and no new version was stored)",
+    )
 
 
 class PassageBatchRead(BaseModel):

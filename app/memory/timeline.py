@@ -37,13 +37,18 @@ async def supersede(
     tags: list[str] | None = None,
     occurred_at: datetime | None = None,
     sources: Sequence[uuid.UUID] = (),
+    vectors: list[list[float]] | None = None,
 ) -> Stored:
     """Store the fact that replaces a current passage (tags: the old one's unless given; `sources`: the new one's,
     the old one keeps its own) and close the old one: valid until the new one's occurred_at, superseded by it. A
     current passage with the same text (one the model has just stored, say) becomes the successor as it is
-    (`duplicate`) instead of a second copy. The new passage is embedded before the old one is locked: no lock waits
-    on the embedder."""
-    vectors = await archival.embedder.embed_passages([content])
+    (`duplicate`) instead of a second copy. A keyed passage's successor takes its key (and is never another passage:
+    same_fact), and the old one keeps it, as the key's earlier version. The new passage is embedded before the old
+    one is locked (`vectors`: embedded by the caller): no lock waits on the embedder."""
+    if vectors is None:
+        vectors = await archival.embedder.embed_passages([content])
+    if (seen := await archival.passages.get(agent_id, passage_id)) is not None and seen.key is not None:
+        await archival.passages.lock_keys(agent_id, [seen.key])  # before the row's lock, as PUT …/keys/{key} takes them
     old = await archival.passages.get(agent_id, passage_id, for_update=True)
     if old is None:
         raise NotFound(f"no archival passage {passage_id}")
@@ -52,13 +57,18 @@ async def supersede(
             f"archival passage {passage_id} is already superseded by {old.superseded_by} "
             f"(from {old.valid_until:%Y-%m-%d %H:%M:%S %Z}); supersede that one instead"
         )
+    # The key passes to the successor: the old passage lets go of it first (the unique index checks each row as it
+    # is written), and takes it back as it is closed.
+    key, old.key = old.key, None
+    if key is not None:
+        await archival.passages.add_all([old])
     [stored] = await archival.add(
         agent_id,
-        [NewPassage(content, old.tags if tags is None else tags, occurred_at, sources)],
+        [NewPassage(content, old.tags if tags is None else tags, occurred_at, sources, key)],
         exclude=[old.id],
         vectors=vectors,
     )
-    old.valid_until, old.superseded_by = stored.passage.occurred_at, stored.passage.id
+    old.key, old.valid_until, old.superseded_by = key, stored.passage.occurred_at, stored.passage.id
     await archival.passages.add_all([old])
     return stored
 

@@ -45,11 +45,13 @@ ROWS: dict[str, tuple[list[int], list[Over]]] = {
         ],
     ),
     "a passage": (
-        [20_000, 16],
+        [20_000, 16, 200],
         [
             Over("POST", "/v1/agents/{a}/archival", {"content": "x" * 20_001}),
             Over("POST", "/v1/agents/{a}/archival", {"content": "x", "tags": [f"t{i}" for i in range(17)]}),
             Over("POST", "/v1/agents/{a}/archival", {"content": "x", "sources": [str(uuid.uuid4()) for _ in range(17)]}),
+            Over("POST", "/v1/agents/{a}/archival", {"content": "x", "key": "k" * 201}),
+            Over("PUT", "/v1/agents/{a}/archival/keys/" + "k" * 201, {"content": "x"}),
         ],
     ),
     "a batch": (

@@ -1,5 +1,6 @@
 """SQL of archival passages, including their hybrid (vector + full-text) search."""
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -177,3 +178,34 @@ class PassageRepository:
             sequence=("created_at", "id"),
             speaker=PASSAGE_SPEAKER_SQL,
         )
+
+    async def lock_keys(self, agent_id: uuid.UUID, keys: Sequence[str]) -> None:
+        """Holds the agent's `keys` until the transaction ends: another writer of one of them waits for it. Taken in
+        the order of their lock ids (two writers of the same keys never wait on each other crosswise), and always
+        before a row lock of a passage they name (PUT …/archival/keys/{key} and supersede agree on the order)."""
+        for lock in sorted({key_lock(agent_id, key) for key in keys}):
+            await self.session.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": KEY_LOCKS, "key": lock})
+
+    async def with_keys(
+        self, agent_id: uuid.UUID, keys: Sequence[str], *, for_update: bool = False
+    ) -> dict[str, ArchivalPassage]:
+        """The agent's current passages that hold one of `keys`, by key."""
+        query = (
+            select(ArchivalPassage)
+            .options(NO_PASSAGE_VECTOR)
+            .where(col(ArchivalPassage.agent_id) == agent_id, col(ArchivalPassage.key).in_(keys))
+            .where(col(ArchivalPassage.superseded_by).is_(None))
+        )
+        if for_update:
+            query = query.with_for_update().execution_options(populate_existing=True)
+        return {p.key: p for p in (await self.session.scalars(query)).all() if p.key is not None}
+
+
+# pg_advisory_xact_lock(int4, int4) for passage keys: a key space of its own (app/memory/search/agent_indexes.py
+# takes another; turns and jobs take single-bigint keys, which never meet two-int4 ones).
+KEY_LOCKS = 0x6B79
+
+
+def key_lock(agent_id: uuid.UUID, key: str) -> int:
+    """A key's lock id: 32 bits of a digest of agent and key (two keys that share one only wait on each other)."""
+    return int.from_bytes(hashlib.blake2b(f"{agent_id}/{key}".encode(), digest_size=4).digest(), "big", signed=True)

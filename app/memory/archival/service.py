@@ -2,6 +2,7 @@
 twice, and superseded facts stay for `as_of`."""
 
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,7 +10,7 @@ from typing import Literal, NamedTuple
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.errors import NotFound, Unprocessable
+from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
@@ -35,6 +36,11 @@ class NewPassage(NamedTuple):
     tags: list[str]
     occurred_at: datetime | None = None  # None: now
     sources: Sequence[uuid.UUID] = ()  # what it was distilled from: this agent's messages and passages
+    key: str | None = None  # the caller's name for it, unique among the agent's current passages
+
+
+class KeyTaken(Conflict):
+    code = "key_taken"
 
 
 def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
@@ -43,8 +49,9 @@ def same_text(a: ArchivalPassage, b: ArchivalPassage) -> bool:
 
 def same_fact(stored: ArchivalPassage, candidate: ArchivalPassage, dated: datetime | None) -> bool:
     """The same text, and no date of its own (`dated`) that differs: the same words dated otherwise tell of another
-    event (the gym on Monday, the gym on Friday)."""
-    return same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
+    event (the gym on Monday, the gym on Friday). A keyed passage is its caller's record, never taken for another's
+    (nor another for it): the same key (or none) on both."""
+    return stored.key == candidate.key and same_text(stored, candidate) and (dated is None or stored.occurred_at == dated)
 
 
 class ArchivalMemory:
@@ -68,6 +75,7 @@ class ArchivalMemory:
         sources were checked when it was submitted). A passage with sources and no date of its own is dated when the
         latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`)."""
         news = [NewPassage(*item) for item in items]
+        await self.claim_keys(agent_id, [new.key for new in news if new.key is not None])
         said = await self.check_sources(agent_id, *(new.sources for new in news))
         if vectors is None:
             vectors = await self.embedder.embed_passages([new.content for new in news])
@@ -85,6 +93,7 @@ class ArchivalMemory:
                 embedding_model=self.embedder.model,
                 search_text=lexical.search_text(new.content),
                 sources=list(dict.fromkeys(new.sources)),
+                key=new.key,
             )
             if new.occurred_at is not None:  # else when its sources were said, or the time it is stored (occurred_field)
                 candidate.occurred_at = new.occurred_at
@@ -116,6 +125,20 @@ class ArchivalMemory:
             where = "" if len(items) < 2 else f"item {next(i for i, s in enumerate(items) if unknown[0] in s)}: "
             raise Unprocessable(f"{where}source {unknown[0]} is not a message or passage of this agent")
         return said
+
+    async def claim_keys(self, agent_id: uuid.UUID, keys: Sequence[str]) -> None:
+        """Takes new passages' keys for this transaction (another writer of one waits: repository.lock_keys); refuses
+        one given twice (422) or held by a current passage (409 naming it). Before any row lock: the keys' order."""
+        if not keys:
+            return
+        if twice := [key for key, n in Counter(keys).items() if n > 1]:
+            raise Unprocessable(f"key {twice[0]!r} is given to more than one passage: a key names one passage")
+        await self.passages.lock_keys(agent_id, keys)
+        if held := await self.passages.with_keys(agent_id, keys):
+            key, passage = next(iter(held.items()))
+            raise KeyTaken(
+                f"key {key!r} is held by passage {passage.id}: PUT …/archival/keys/{key} supersedes it with a new version"
+            )
 
     async def search(
         self,

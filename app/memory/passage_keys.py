@@ -1,0 +1,73 @@
+"""Passage keys: a caller's own name for an archival passage, as a key-value store keeps one (LangGraph's store, a
+service's "the user's preferences"). A key names one current passage of its agent; writing under it again
+supersedes that passage, which keeps the key as the key's earlier version (the history `POST …/supersede` keeps),
+and erasing the key erases every version of it."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from app.errors import NotFound
+from app.memory.archival.service import ArchivalMemory, NewPassage, normalise_tags
+from app.memory.erasure import Erasure, erase_key
+from app.memory.models import ArchivalPassage
+from app.memory.timeline import supersede
+
+
+@dataclass(frozen=True)
+class Put:
+    passage: ArchivalPassage  # what the key holds now
+    outcome: Literal["created", "superseded", "unchanged"]
+
+
+def unchanged(current: ArchivalPassage, new: NewPassage) -> bool:
+    """Whether `new` is the passage the key holds: the same text (exactly: a key's value is read back as it was
+    written), tags and sources, and its date unless none is given (undated: now, which a repeat cannot be)."""
+    return (
+        current.content == new.content
+        and current.tags == normalise_tags(new.tags)
+        and set(current.sources) == set(new.sources)
+        and new.occurred_at in (None, current.occurred_at)
+    )
+
+
+async def get(archival: ArchivalMemory, agent_id: uuid.UUID, key: str) -> ArchivalPassage:
+    """The agent's current passage under `key` (404: none)."""
+    current = (await archival.passages.with_keys(agent_id, [key])).get(key)
+    if current is None:
+        raise NotFound(f"no current archival passage holds key {key!r}")
+    return current
+
+
+async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewPassage) -> Put:
+    """Store `new` under `key`, or supersede the key's current passage with it; the same passage again stores
+    nothing. Writers of one key take turns (its lock, taken once the new text is embedded): of two first writes at
+    once, one stores and the other supersedes or finds it unchanged."""
+    found = (await archival.passages.with_keys(agent_id, [key])).get(key)
+    if found is not None and unchanged(found, new):
+        return Put(found, "unchanged")
+    vectors = await archival.embedder.embed_passages([new.content])
+    await archival.passages.lock_keys(agent_id, [key])
+    current = (await archival.passages.with_keys(agent_id, [key], for_update=True)).get(key)
+    if current is None:
+        [stored] = await archival.add(agent_id, [new._replace(key=key)], vectors=vectors)
+        return Put(stored.passage, "created")
+    if unchanged(current, new):
+        return Put(current, "unchanged")
+    stored = await supersede(
+        archival,
+        agent_id,
+        current.id,
+        new.content,
+        tags=new.tags,
+        occurred_at=new.occurred_at,
+        sources=new.sources,
+        vectors=vectors,
+    )
+    return Put(stored.passage, "superseded")
+
+
+async def erase(archival: ArchivalMemory, agent_id: uuid.UUID, key: str) -> tuple[uuid.UUID, Erasure]:
+    """Erase the key's passage, its earlier versions and what was drawn from them alone (app/memory/erasure.py)."""
+    await archival.passages.lock_keys(agent_id, [key])
+    return await erase_key(archival.passages.session, agent_id, key)
