@@ -331,6 +331,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{agent_id}/archival/keys/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Keyed Passage
+         * @description The passage your key holds now (its earlier versions, with the key: `GET …/archival?include_superseded=true`).
+         */
+        get: operations["get_keyed_passage_v1_agents__agent_id__archival_keys__key__get"];
+        /**
+         * Put Keyed Passage
+         * @description Store a passage under your key (201), or supersede the passage the key holds with it (200, the new passage):
+         *     the old one stays, `superseded_by` the new one and with the key, as `POST …/supersede` leaves it. Tags, date and
+         *     sources are the body's (not the old passage's). The passage the key holds already (the same text, tags and
+         *     sources, and date if one is given) is answered as it is, with `duplicate: true`, and no version is added.
+         */
+        put: operations["put_keyed_passage_v1_agents__agent_id__archival_keys__key__put"];
+        post?: never;
+        /**
+         * Delete Keyed Passage
+         * @description Erase the passage your key holds with the key's earlier versions (in `erased_passages`: a deleted key's value
+         *     does not come back), and what was drawn from them alone, as `DELETE …/archival/{passage_id}` erases; the key is
+         *     free again. Answers what went.
+         */
+        delete: operations["delete_keyed_passage_v1_agents__agent_id__archival_keys__key__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents/{agent_id}/recollection": {
         parameters: {
             query?: never;
@@ -2542,6 +2575,11 @@ export interface components {
              * @description provenance: the ids of this agent's messages and passages this passage was distilled from (at most 16); erasing them all erases it. An id that is not this agent's message or passage is a 422
              */
             sources?: string[];
+            /**
+             * Key
+             * @description your name for the passage, unique among the agent's current passages: 1 to 200 letters, digits and `-._~:@` (as a URL path holds them), not starting with a dot; `PUT …/archival/keys/{key}` stores or supersedes the passage under it, and its superseded versions keep it. A key a current passage holds already is a 409 naming that passage
+             */
+            key?: string | null;
         };
         /** PassageDoc */
         PassageDoc: {
@@ -2579,6 +2617,11 @@ export interface components {
              * @description the ids (here) of the messages and passages it was distilled from; an import gives them new ids
              */
             sources?: string[];
+            /**
+             * Key
+             * @description the caller's name for it: held by one current passage; superseded ones keep theirs
+             */
+            key?: string | null;
             /** Embedding */
             embedding?: string | null;
             /** Embedding Model */
@@ -2642,6 +2685,11 @@ export interface components {
              */
             sources?: string[];
             /**
+             * Key
+             * @description the caller's name for it (PUT …/archival/keys/{key}); a superseded passage keeps its key
+             */
+            key?: string | null;
+            /**
              * Score
              * @description searches only: the rank score, 0..1: the cosine to the query less part of its vector candidates' mean, min-max normalised, and normalised BM25 over the candidates, combined, and a reply to a question raised by part of the question's score; plus 0.2 for a passage from a date the query names and 0.1 for one said by a speaker it names (app/memory/search/hybrid.py)
              */
@@ -2653,7 +2701,7 @@ export interface components {
             similarity?: number | null;
             /**
              * Duplicate
-             * @description inserts only: true when a near-duplicate was already stored
+             * @description inserts only: true when a near-duplicate was already stored (under a key: the key's passage already said this, and no new version was stored)
              */
             duplicate?: boolean | null;
         };
@@ -2677,6 +2725,26 @@ export interface components {
             /**
              * Sources
              * @description provenance: the ids of this agent's messages and passages this passage was distilled from (at most 16); erasing them all erases it. An id that is not this agent's message or passage is a 422. The superseded passage keeps its own
+             */
+            sources?: string[];
+        };
+        /**
+         * PassageWrite
+         * @description A passage as given: the body of `PUT …/archival/keys/{key}` (the key is the path's) and a line of an import job.
+         */
+        PassageWrite: {
+            /** Content */
+            content: string;
+            /** Tags */
+            tags?: string[];
+            /**
+             * Occurred At
+             * @description when it happened or was said (ISO 8601; without a zone, UTC); default: now
+             */
+            occurred_at?: string | null;
+            /**
+             * Sources
+             * @description provenance: the ids of this agent's messages and passages this passage was distilled from (at most 16); erasing them all erases it. An id that is not this agent's message or passage is a 422
              */
             sources?: string[];
         };
@@ -3745,7 +3813,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["PassageCreate"][];
+                "application/json": components["schemas"]["PassageWrite"][];
                 "application/x-ndjson": string;
             };
         };
@@ -4650,7 +4718,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A concurrent request changed the same thing (or the agent is busy) */
+            /** @description A current passage holds the key (`key_taken`, naming it), or a concurrent request changed the same thing */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5496,6 +5564,361 @@ export interface operations {
                 };
             };
             /** @description Invalid input, or the message is a tool's result, which goes with its call (the detail names it) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A quota is used up (see Retry-After and the X-RateLimit-* headers) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unreachable, or this replica is shutting down (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_keyed_passage_v1_agents__agent_id__archival_keys__key__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description your name for the passage, unique among the agent's current passages: 1 to 200 letters, digits and `-._~:@` (as a URL path holds them), not starting with a dot; `PUT …/archival/keys/{key}` stores or supersedes the passage under it, and its superseded versions keep it */
+                key: string;
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PassageRead"];
+                };
+            };
+            /** @description A body that could not be read (e.g. JSON nested too deeply) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key may not do this (or: no keys configured and the client is not on loopback) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown agent, or no current passage holds the key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A concurrent request changed the same thing (or the agent is busy) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body over ENGRAM_MAX_REQUEST_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A body not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input, or a body that is not valid JSON (or not UTF-8) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A quota is used up (see Retry-After and the X-RateLimit-* headers) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unreachable, or this replica is shutting down (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_keyed_passage_v1_agents__agent_id__archival_keys__key__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description your name for the passage, unique among the agent's current passages: 1 to 200 letters, digits and `-._~:@` (as a URL path holds them), not starting with a dot; `PUT …/archival/keys/{key}` stores or supersedes the passage under it, and its superseded versions keep it */
+                key: string;
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PassageWrite"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PassageRead"];
+                };
+            };
+            /** @description Nothing held the key: the passage is stored under it */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PassageRead"];
+                };
+            };
+            /** @description A body that could not be read (e.g. JSON nested too deeply) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key may not do this (or: no keys configured and the client is not on loopback) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown id (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A concurrent change of the same passage (retry) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body over ENGRAM_MAX_REQUEST_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A body not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input, or a body that is not valid JSON (or not UTF-8) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A quota is used up (see Retry-After and the X-RateLimit-* headers) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is unreachable, or this replica is shutting down (see Retry-After) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_keyed_passage_v1_agents__agent_id__archival_keys__key__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description your name for the passage, unique among the agent's current passages: 1 to 200 letters, digits and `-._~:@` (as a URL path holds them), not starting with a dot; `PUT …/archival/keys/{key}` stores or supersedes the passage under it, and its superseded versions keep it */
+                key: string;
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PassageErasureRead"];
+                };
+            };
+            /** @description A body that could not be read (e.g. JSON nested too deeply) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, invalid or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key may not do this (or: no keys configured and the client is not on loopback) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown agent, or no current passage holds the key */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A concurrent request changed the same thing (or the agent is busy) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body over ENGRAM_MAX_REQUEST_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A body not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input, or a body that is not valid JSON (or not UTF-8) */
             422: {
                 headers: {
                     [name: string]: unknown;
