@@ -108,6 +108,32 @@ test("a turn sent again under its idempotency key is the same turn, never run tw
   assert.match((await rejection(reused, InvalidRequest, 422, "invalid_request")).message, /Idempotency-Key/);
 });
 
+test("a turn whose answer was lost on the way is sent again under its Idempotency-Key and runs once", async () => {
+  const agent = await freshAgent();
+  const keys: (string | null)[] = [];
+  // In front of the served Engram, as a gateway: every request reaches it, but the first chat's answer is lost
+  async function losingFirstAnswer(request: Request, init?: RequestInit): Promise<Response> {
+    const response = await fetch(request, init);
+    if (!request.url.endsWith("/chat")) return response;
+    keys.push(request.headers.get("idempotency-key"));
+    if (keys.length > 1) return response;
+    await response.body?.cancel(); // the turn has run: a JSON answer comes once it ends
+    const lost = JSON.stringify({ error: "bad_gateway", detail: "the answer was lost" });
+    return new Response(lost, { status: 503, headers: { "Retry-After": "0" } });
+  }
+  const turn = await engram({ fetch: losingFirstAnswer }).chat(agent.id, "Hello?");
+  assert.equal(turn.reply, "Noted: Hello?");
+  assert.equal(keys.length, 2);
+  assert.ok(keys[0]);
+  assert.equal(keys[1], keys[0]);
+  const said = (await engram().messages.list(agent.id, { include_context: true })).items;
+  assert.deepEqual(
+    said.filter((m) => m.role === "user").map((m) => m.content),
+    ["Hello?"],
+  );
+  assert.deepEqual((await engram().turns.get(agent.id, turn.turn_id)).events, turn.events);
+});
+
 test("a turn the LLM fails is an LLMError (502) naming the turn, where the message is kept", async () => {
   const client = engram();
   const agent = await freshAgent();
@@ -127,4 +153,6 @@ test("a request that outlasts the timeout is an EngramConnectionError", async ()
     .catch((reason: unknown) => reason);
   assert.ok(error instanceof EngramConnectionError, String(error));
   assert.match(error.message, /^TimeoutError: no answer within 1 ms/);
+  // The turn, if it started, runs on: the next one waits for it, so that nothing is left running
+  assert.equal((await engram().chat(agent.id, "again")).reply, "Noted: again");
 });
