@@ -16,7 +16,7 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field,
 from sqlmodel import SQLModel
 
 from app.agents.schemas import AgentRead
-from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_SOURCES, Instant
+from app.memory.schemas import LABEL_PATTERN, MAX_BLOCK_LIMIT, MAX_BLOCKS, MAX_SOURCES, Instant, PassageKey
 from app.read_model import ReadModel
 
 FORMAT: Final = "engram.agent"
@@ -103,6 +103,9 @@ class PassageDoc(_Strict):
         default_factory=list,
         max_length=MAX_SOURCES,
         description="the ids (here) of the messages and passages it was distilled from; an import gives them new ids",
+    )
+    key: PassageKey | None = Field(
+        default=None, description="the caller's name for it: held by one current passage; superseded ones keep theirs"
     )
     embedding: Vector = None
     embedding_model: str | None = None
@@ -214,6 +217,7 @@ def _passage_references(passages: list[PassageDoc], messages: list[MessageDoc]) 
     passages other than itself (each id once in the document: an import maps it to one new row)."""
     passage_ids = Counter(p.id for p in passages)
     rows = passage_ids + Counter(m.id for m in messages)
+    held: dict[str, int] = {}
     for i, passage in enumerate(passages):
         if passage.superseded_by is not None and passage_ids[passage.superseded_by] != 1:
             raise ValueError(
@@ -225,6 +229,9 @@ def _passage_references(passages: list[PassageDoc], messages: list[MessageDoc]) 
             if rows[source] != 1:
                 which = "is not one of the document's messages or passages" if not rows[source] else "is there twice"
                 raise ValueError(f"passages[{i}] names source {source}, which {which}")
+        if passage.key is not None and passage.superseded_by is None:
+            if (other := held.setdefault(passage.key, i)) != i:
+                raise ValueError(f"passages[{other}] and passages[{i}] are both current under key {passage.key!r}")
 
 
 class ImportResult(BaseModel):

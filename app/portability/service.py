@@ -174,6 +174,7 @@ async def import_document(
             search_text=lexical.search_text(p.content),
             occurred_at=p.occurred_at or p.created_at,
             superseded_by=None,  # set below, once the successor has its new id
+            key=None if p.superseded_by else p.key,  # a superseded one's too: current until then, it would hold the key
             sources=[],  # set below, from every row's new id
         )
         for p, vector in zip(document.passages, passage_vectors, strict=True)
@@ -189,11 +190,11 @@ async def import_document(
         row.sources = [new_ids[source] for source in p.sources]
     await rows.add_all([*revisions, *events, *passages, *messages])
     # Successors by their new ids, once every passage is stored (a passage may come before the one replacing it).
-    superseded = [(row, p.superseded_by) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
-    for row, successor in superseded:
-        row.superseded_by = new_ids[successor]
+    superseded = [(row, p.superseded_by, p.key) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
+    for row, successor, key in superseded:
+        row.superseded_by, row.key = new_ids[successor], key
     if superseded:
-        await rows.add_all([row for row, _ in superseded])
+        await rows.add_all([row for row, _, _ in superseded])
     agent.context_start_seq = _context_start_seq(messages, source.context_start)
     passes = [(turn, t.passed_over) for turn, t in zip(turns, document.turns, strict=True) if t.passed_over is not None]
     for turn, count in passes:
