@@ -152,7 +152,14 @@ async def store_fact(ctx: ToolContext, new: NewPassage, note: str = "") -> str:
     archival = ArchivalMemory(ctx.session, ctx.embedder)
     [stored] = await archival.add(ctx.agent_id, [new])
     if stored.duplicate:
-        cited = " (the lines you cited are now among its sources)" if new.sources else ""
+        cited = ""
+        if new.sources:
+            added = set(new.sources) <= set(stored.passage.sources)
+            cited = (
+                " (the lines you cited are now among its sources)"
+                if added
+                else " (it keeps what it was stored from; the lines you cited are not added)"
+            )
         return f"Already in archival memory{cited}, not stored again: {stored.passage.content}{note}"
     saved = f"Saved to archival memory (id {stored.passage.id}).{note}"
     others = await related(archival, ctx.agent_id, stored.passage)

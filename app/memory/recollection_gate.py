@@ -263,15 +263,16 @@ def _kin(hits: list[Recollection]) -> dict[uuid.UUID, set[uuid.UUID]]:
 
 
 def _facts_first(ranked: list[Recollection], hits: list[Recollection]) -> list[Recollection]:
-    """`ranked` with each hit's facts (among `hits`, come along or not) just before it: a fact says in 90 characters
-    what its source lines say in 300, so where a line would go, its fact goes first."""
-    facts_of: dict[uuid.UUID, list[Recollection]] = {}
+    """`ranked` with each hit's best fact (among `hits`, come along or not) just before it: a fact says in 90
+    characters what its source lines say in 300, so where a line would go, its fact goes first. Only the best: a line
+    that several facts were drawn from does not bring them all (the others go on their own scores)."""
+    best_fact: dict[uuid.UUID, Recollection] = {}
     for fact in sorted(hits, key=lambda h: -h.score):
         for source in fact.sources:
-            facts_of.setdefault(source, []).append(fact)
+            best_fact.setdefault(source, fact)
     order: dict[uuid.UUID, Recollection] = {}
     for hit in ranked:
-        for fact in facts_of.get(hit.id, ()):
+        if (fact := best_fact.get(hit.id)) is not None:
             order.setdefault(fact.id, fact)
         order.setdefault(hit.id, hit)
     return list(order.values())

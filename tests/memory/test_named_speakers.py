@@ -34,10 +34,21 @@ def test_a_passages_speaker_is_its_lines_label_or_its_facts_subject(database_url
         ("Melanie's kids love the beach.", True),
         ("Melanie’s kids love the beach.", True),
         ("User works as a data engineer in Yokohama.", True),
+        ("The user's wife is Emi.", True),
+        ("Nate: I adopted a turtle.", True),  # a line stored as a fact: its label
         ("The user's cat is called Mochi.", False),  # stored as given, no label: no speaker
     ]
     values = ", ".join(f"(:c{i}, CAST(:s{i} AS uuid[]))" for i in range(len(rows)))
     params = {f"c{i}": content for i, (content, _) in enumerate(rows)}
     params |= {f"s{i}": [str(uuid.uuid4())] if fact else [] for i, (_, fact) in enumerate(rows)}
     read = run_sql(database_url, f"SELECT {PASSAGE_SPEAKER_SQL} FROM (VALUES {values}) AS t(content, sources)", params)
-    assert [r[0] for r in read] == ["caroline", "caroline", "melanie", "melanie", "user", "the user's cat is called mochi."]
+    assert [r[0] for r in read] == [
+        "caroline",
+        "caroline",
+        "melanie",
+        "melanie",
+        "user",
+        "user",
+        "nate",
+        "the user's cat is called mochi.",
+    ]

@@ -150,7 +150,7 @@ def test_an_import_job_keeps_its_items_sources_and_refuses_a_bad_one_at_once(cli
     items = [
         {"content": "Nate's dog is called Max", "sources": [said, stored["id"]]},
         {"content": "Max chews shoes", "sources": [later]},
-        # a near-duplicate of the stored passage: that one gains the line, and its own id is not its source
+        # a near-duplicate of the passage stored as given: that one stays as given (and is not its own source)
         {"content": "Nate has a dog.", "sources": [said, stored["id"]]},
         {"content": "Nate likes hiking"},
     ]
@@ -166,7 +166,7 @@ def test_an_import_job_keeps_its_items_sources_and_refuses_a_bad_one_at_once(cli
     assert (job["status"], job["done"], job["duplicates"]) == ("done", 4, 1), job
     by_content = {p["content"]: p["sources"] for p in passages(client, agent)}
     assert by_content == {
-        "Nate has a dog": [said],
+        "Nate has a dog": [],
         "Nate's dog is called Max": [said, stored["id"]],
         "Max chews shoes": [later],
         "Nate likes hiking": [],
@@ -208,4 +208,28 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
 
     job, stored, ids = asyncio.run(run())
     assert (job.status, job.done, job.duplicates) == ("done", 3, 1)
-    assert stored == {"Max is a young dog": [ids["message"]], "Nate has a dog": [ids["message"]]}
+    assert stored == {"Max is a young dog": [ids["message"]], "Nate has a dog": []}
+
+
+def test_a_passage_stored_as_given_stays_so_when_a_fact_drawn_from_a_line_is_its_near_duplicate(
+    client: TestClient, agent: dict
+) -> None:
+    given = store(client, agent, "The user has a dog called Max.")
+    [said] = hand_in(client, agent, "This is Max, my dog!")
+    again = client.post(
+        f"/v1/agents/{agent['id']}/archival", json={"content": "The user has a dog called Max", "sources": [said]}
+    )
+    assert again.status_code == 200 and again.json()["id"] == given["id"] and again.json()["sources"] == []
+    # forgetting the line takes nothing that was given
+    assert client.delete(f"/v1/agents/{agent['id']}/messages/{said}").status_code == 200
+    assert client.get(f"/v1/agents/{agent['id']}/archival/{given['id']}").status_code == 200
+
+
+def test_a_fact_drawn_again_keeps_the_lines_it_was_first_drawn_from_up_to_the_limit(client: TestClient, agent: dict) -> None:
+    lines = hand_in(client, agent, *[f"Nate: Max the dog did trick number {i} today!" for i in range(MAX_SOURCES + 2)])
+    fact = store(client, agent, "Nate has a dog called Max who does tricks.", sources=lines[:2])
+    for line in lines[2:]:
+        body = {"content": "Nate has a dog called Max who does tricks", "sources": [line]}
+        again = client.post(f"/v1/agents/{agent['id']}/archival", json=body)
+        assert again.status_code == 200 and again.json()["id"] == fact["id"], again.text
+    assert client.get(f"/v1/agents/{agent['id']}/archival/{fact['id']}").json()["sources"] == lines[:MAX_SOURCES]

@@ -7,12 +7,14 @@ from datetime import datetime
 
 from sqlalchemy import Float, and_, or_, select, text
 from sqlalchemy.orm import defer
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 # Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
+from app.memory.schemas import MAX_SOURCES
 from app.memory.search.hybrid import Hit, hybrid_search
 from app.memory.search.named_speakers import PASSAGE_SPEAKER_SQL
 from app.memory.search.query import SearchQuery
@@ -94,6 +96,24 @@ class PassageRepository:
             .limit(k)
         )
         return [(passage, float(similarity)) for passage, similarity in (await self.session.execute(query)).all()]
+
+    async def add_sources(self, passage: ArchivalPassage, more: Sequence[uuid.UUID]) -> None:
+        """Adds `more` to a derived passage's sources, up to MAX_SOURCES (the first ones kept: a fact drawn from more
+        lines than that stands for the lines it was first drawn from), in one statement: an erasure meanwhile that
+        trimmed or erased the row is not undone. `passage` shows what the row holds now (nothing, if it is gone)."""
+        row = (
+            await self.session.execute(
+                text("""
+            UPDATE archival_passages SET sources = (sources || ARRAY(
+                SELECT s FROM unnest(CAST(:more AS uuid[])) WITH ORDINALITY AS m(s, i) WHERE s <> ALL(sources) ORDER BY i
+            ))[1:CAST(:most AS int)]
+            WHERE agent_id = :agent_id AND id = :id AND sources <> '{}'
+            RETURNING sources
+        """),
+                {"more": list(more), "most": MAX_SOURCES, "agent_id": passage.agent_id, "id": passage.id},
+            )
+        ).first()
+        set_committed_value(passage, "sources", list(row.sources) if row else [])
 
     async def unknown_sources(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
         """Those of `ids` that are neither a message nor a passage of the agent, in the order given (`source_times`)."""

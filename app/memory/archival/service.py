@@ -16,7 +16,6 @@ from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.erasure import Erasure, erase_passage
 from app.memory.models import ArchivalPassage
-from app.memory.schemas import MAX_SOURCES
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
@@ -109,9 +108,10 @@ class ArchivalMemory:
                     f"source {original.id} is the passage itself: the text is that passage's, already stored "
                     "(a passage is not distilled from itself)"
                 )
-            elif more := [s for s in candidate.sources if s not in original.sources and s != original.id]:
-                # the same fact drawn again, from more: the stored one stands for those too
-                original.sources = [*original.sources, *more][:MAX_SOURCES]
+            elif original.sources and (more := [s for s in candidate.sources if s not in original.sources]):
+                # the same fact drawn again, from more: the stored one stands for those too. One stored as given
+                # (no sources) stays so: nobody's derivative, no erasure of a line takes it along.
+                await self.passages.add_sources(original, [s for s in more if s != original.id])
             stored.append(Stored(original or candidate, duplicate=original is not None))
         await self.passages.add_all(fresh)
         return stored

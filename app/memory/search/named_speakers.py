@@ -8,7 +8,7 @@ and the answer to "how much did I earn" is what the user said, not the assistant
 A row's speaker is its role (recall memory) or, for an archival passage, the label of a conversational line
 ("Caroline: …", "user: …", as a conversation is imported one turn a passage): `SPEAKER_LABEL_SQL`. A fact (a passage
 with sources) was not said by anyone: it is about its subject, the word it starts with ("Caroline attended…",
-"User's wife…"), which stands for the speaker whose lines it was drawn from: `PASSAGE_SPEAKER_SQL`."""
+"The user's wife…": user), which stands for the speaker whose lines it was drawn from: `PASSAGE_SPEAKER_SQL`."""
 
 import re
 import unicodedata
@@ -21,8 +21,14 @@ SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself)\b|あなた", re.I)
 # passage without one is its own "label", which names no speaker but a one-word passage). split_part, not a regular
 # expression: the pattern cost 1.4 ms a search over the ~200 candidates, split_part 0.1 ms.
 SPEAKER_LABEL_SQL = "lower(split_part(left(t.content, 41), ':', 1))"
-# A fact's subject: its first word, without a possessive ("Melanie's kids…": melanie).
-_SUBJECT_SQL = "lower(split_part(split_part(split_part(left(t.content, 41), ' ', 1), '''', 1), '’', 1))"
+# A fact's subject: its first word (past an article), without a possessive or a label's colon ("Melanie's kids…",
+# "The user's cat…", "Caroline: …" stored as a fact).
+_FIRST_WORDS = "lower(left(t.content, 41))"
+_SUBJECT_WORD = (
+    f"CASE WHEN split_part({_FIRST_WORDS}, ' ', 1) IN ('the', 'a', 'an') THEN split_part({_FIRST_WORDS}, ' ', 2) "
+    f"ELSE split_part({_FIRST_WORDS}, ' ', 1) END"
+)
+_SUBJECT_SQL = f"split_part(split_part(split_part({_SUBJECT_WORD}, '''', 1), '’', 1), ':', 1)"
 PASSAGE_SPEAKER_SQL = f"CASE WHEN t.sources = '{{}}' THEN {SPEAKER_LABEL_SQL} ELSE {_SUBJECT_SQL} END"
 
 
