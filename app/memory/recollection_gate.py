@@ -272,8 +272,8 @@ def _facts_first(ranked: list[Recollection], hits: list[Recollection]) -> list[R
             best_fact.setdefault(source, fact)
     order: dict[uuid.UUID, Recollection] = {}
     for hit in ranked:
-        if (fact := best_fact.get(hit.id)) is not None:
-            order.setdefault(fact.id, fact)
+        if (best := best_fact.get(hit.id)) is not None:
+            order.setdefault(best.id, best)
         order.setdefault(hit.id, hit)
     return list(order.values())
 
