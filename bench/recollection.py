@@ -4,8 +4,10 @@ order and (b) reciprocal-rank fusion (k=60) of cosine and BM25 over the same sto
 of any selection from the search's hits (its evidence packed first); then what the chat path puts into the model's
 first request (the same function).
 
-Sets (bench/retrieval_sets.py), stored as their users would store them, through the API of the service in process:
+Sets (bench/retrieval_sets.py), stored as their users would store them, through the API of the service in process
+(bench/recollection_stores.py):
 - LoCoMo dev: one archival passage per turn ("Speaker: text"), dated by its session (`POST …/archival/batch`);
+  `locomo-facts` also its observations, as facts citing the turns they name (a fact counts for its sources);
 - LongMemEval dev: each haystack handed in as a dated conversation (`POST …/messages`, recall memory);
 - Japanese: its 40 facts as archival passages, and 15 unrelated questions (the gate: nothing should come back);
   then the held-out off-topic messages of tests/data/off_topic_heldout.json, asked of the same store;
@@ -22,6 +24,7 @@ the best worst case over the sets, on `kept`.
 
     python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
     python -m bench.recollection --sets locomo japanese --no-chat
+    python -m bench.recollection --sets locomo locomo-facts  # LoCoMo with its facts beside turns only (issue 55)
 """
 
 import argparse
@@ -31,14 +34,12 @@ import shutil
 import statistics
 import tempfile
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
-from sqlalchemy import text
 
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
@@ -46,20 +47,19 @@ from app.main import create_app
 from app.memory import recollection_gate
 from app.memory.excerpt import CUT_MARK
 from app.memory.recollection import Recollector
-from app.memory.recollection_gate import Kind, Recollection, select
-from app.memory.search import lexical
+from app.memory.recollection_gate import Recollection, select
 from app.settings import Settings
 from bench import first_week, fusion_replica
 from bench.embedding_cache import CachedEmbedder
+from bench.recollection_stores import Loaded, read_back, store
 from bench.retrieval import start_database
-from bench.retrieval_sets import DEFAULT_SETS, SETS, Corpus, Question, RetrievalSet
+from bench.retrieval_sets import DEFAULT_SETS, SETS, Question
 from testkit.scripted_llm import ScriptedLLM, call, tools
 
 BUDGETS = (800, 1500, 3000)
 # Off-topic messages written before the gate's personal bar was chosen, and not used to choose it: asked of the
 # Japanese set's store, where its own unrelated questions are asked.
 OFF_TOPIC = Path(__file__).resolve().parent.parent / "tests" / "data" / "off_topic_heldout.json"
-CHUNK = 400
 BASELINE_DEPTH = 100
 MEMORIES = "<memories>\n"
 # The selection's designs scored offline: the share of the budget one memory may take (its excerpt 0.9 of that);
@@ -70,102 +70,6 @@ DESIGNS = (0.11, 0.15, 0.18, 0.2, 0.22, 0.25, 0.3, 0.4)
 QUESTIONED = (0, 30, 45, 60, 80, 120, 200)
 HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and what (a) and (b) pack)
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
-
-
-@dataclass
-class Loaded:
-    """One corpus as the service stored it."""
-
-    corpus: Corpus
-    agent_id: str
-    kind: Kind
-    turns: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # memory id -> the corpus' turns it stands for
-    facts: dict[uuid.UUID, str] = field(default_factory=dict)  # a fact's id -> its text (it stands for its sources)
-    index: fusion_replica.Indexed | None = None  # the stored rows, for the RRF baseline
-    rows: list[Recollection] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
-
-    def held(self, question: Question, shown: list[tuple[uuid.UUID, str]]) -> tuple[int, int]:
-        """The evidence turns handed over, and those of them whose shown text keeps the answer's words (a turn shown by
-        a fact and by itself counts once: kept if either keeps them)."""
-        answer = set(lexical.tokens(question.answer))
-        held: set[int] = set()
-        kept: set[int] = set()
-        for memory, what in shown:
-            for turn in self.turns.get(memory, set()) & question.evidence:
-                in_turn = answer.intersection(lexical.tokens(self.corpus.passages[turn]))
-                held.add(turn)
-                if 2 * len(in_turn.intersection(lexical.tokens(what))) >= len(in_turn):
-                    kept.add(turn)
-        return len(held), len(kept)
-
-
-def store(client: TestClient, s: RetrievalSet, corpus: Corpus) -> Loaded:
-    agent = client.post("/v1/agents", json={"name": f"bench {corpus.name}"}).json()["id"]
-    handed = s.name.startswith("LongMemEval")
-    loaded = Loaded(corpus, agent, "recall" if handed else "archival")
-    dates: Sequence[datetime | None] = corpus.dates or [None] * len(corpus.passages)
-    for start in range(0, len(corpus.passages), CHUNK):
-        items = []
-        for passage, when in zip(corpus.passages[start : start + CHUNK], dates[start : start + CHUNK], strict=True):
-            role, said = passage.split(": ", 1) if handed else ("", passage)
-            said = said if said.strip() else "…"  # a handed-in message has text
-            item = {"role": role, "content": said} if handed else {"content": passage}
-            items.append(item | ({"occurred_at": when.isoformat()} if when else {}))
-        if handed:
-            response = client.post(f"/v1/agents/{agent}/messages", json={"messages": items})
-            ids = response.json()["message_ids"]
-        else:
-            response = client.post(f"/v1/agents/{agent}/archival/batch", json={"items": items})
-            ids = [p["id"] for p in response.json()["items"]]
-        assert response.status_code == 201, response.text
-        for offset, memory in enumerate(ids):
-            loaded.turns.setdefault(uuid.UUID(memory), set()).add(start + offset)
-    if corpus.facts:
-        store_facts(client, loaded)
-    return loaded
-
-
-def store_facts(client: TestClient, loaded: Loaded) -> None:
-    """The corpus' facts as passages citing the turns they name (what a memory pass that cites would store): each
-    counts for its sources."""
-    memory_of = {turn: memory for memory, turns in loaded.turns.items() for turn in turns}
-    facts = loaded.corpus.facts
-    for start in range(0, len(facts), CHUNK):
-        chunk = facts[start : start + CHUNK]
-        items = [
-            {"content": f.text, "occurred_at": f.date.isoformat(), "sources": sorted({str(memory_of[t]) for t in f.sources})}
-            for f in chunk
-        ]
-        response = client.post(f"/v1/agents/{loaded.agent_id}/archival/batch", json={"items": items})
-        assert response.status_code == 201, response.text
-        for fact, stored in zip(chunk, response.json()["items"], strict=True):
-            memory = uuid.UUID(stored["id"])
-            loaded.turns.setdefault(memory, set()).update(fact.sources)
-            loaded.facts[memory] = fact.text
-
-
-async def read_back(url: str, loaded: list[Loaded]) -> None:
-    """Each corpus' stored rows and vectors, the RRF baseline's input."""
-    engine = db.create_engine(url)
-    try:
-        async with engine.connect() as conn:
-            for one in loaded:
-                table, who = ("messages", "role") if one.kind == "recall" else ("archival_passages", "NULL")
-                rows = (
-                    await conn.execute(
-                        text(
-                            f"SELECT id, content, embedding::text, occurred_at, {who} FROM {table} "
-                            "WHERE agent_id = :a AND embedding IS NOT NULL ORDER BY occurred_at, id"
-                        ),
-                        {"a": uuid.UUID(one.agent_id)},
-                    )
-                ).all()
-                vectors = np.stack([np.asarray(json.loads(r[2]), dtype=np.float32) for r in rows])
-                dates = np.array([r[3].replace(tzinfo=None) for r in rows], dtype="datetime64[us]")
-                one.index = fusion_replica.Indexed([r[1] for r in rows], vectors, dates)
-                one.rows = [Recollection(one.kind, r[0], r[1], r[3], 0, 0, 0, 0, speaker=r[4]) for r in rows]
-    finally:
-        await engine.dispose()
 
 
 def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
