@@ -9,7 +9,7 @@ from typing import Any, Literal
 from engram_client._binding import M, Resource, endpoint
 from engram_client._core import Flow, Id, Pause, Route
 from engram_client._wire import ArchivalQuery, PassageBatch, PassageSupersede
-from engram_client.inputs import NewPassage, When, uuids
+from engram_client.inputs import NewPassage, When, instant, uuids
 from engram_client.models import ImportJob, Page, Passage, PassageBatchRead, PassageErasure
 
 ADD = Route("POST", "/v1/agents/{agent_id}/archival", Passage, body=NewPassage)
@@ -36,7 +36,7 @@ def add(
 ) -> Flow[Passage]:
     """Store a passage (a near-duplicate of a stored one is that one, with `duplicate` set)."""
     passage = NewPassage(
-        content=content, occurred_at=occurred_at, tags=None if tags is None else list(tags), sources=uuids(sources)
+        content=content, occurred_at=instant(occurred_at), tags=None if tags is None else list(tags), sources=uuids(sources)
     )
     return ADD.call(agent_id=agent_id, body=passage)
 
@@ -63,7 +63,7 @@ def search(
         query=query,
         k=k,
         tags=None if tags is None else list(tags),
-        as_of=as_of,
+        as_of=instant(as_of),
         include_superseded=include_superseded,
         min_score=min_score,
         mode=mode,
@@ -87,9 +87,9 @@ def list_(
         limit=limit,
         cursor=cursor,
         tags=None if tags is None else list(tags),
-        after=after,
-        before=before,
-        as_of=as_of,
+        after=instant(after),
+        before=instant(before),
+        as_of=instant(as_of),
         include_superseded=include_superseded,
     )
     return LIST.call(agent_id=agent_id, query=wanted)
@@ -115,7 +115,7 @@ def supersede(
 ) -> Flow[Passage]:
     """The fact as it is now, replacing the passage (kept, `valid_until` then); Conflict if superseded already."""
     successor = PassageSupersede(
-        content=content, occurred_at=occurred_at, tags=None if tags is None else list(tags), sources=uuids(sources)
+        content=content, occurred_at=instant(occurred_at), tags=None if tags is None else list(tags), sources=uuids(sources)
     )
     return SUPERSEDE.call(agent_id=agent_id, passage_id=passage_id, body=successor)
 

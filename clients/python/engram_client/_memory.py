@@ -3,7 +3,7 @@
 from engram_client._binding import M, Resource, endpoint
 from engram_client._core import Flow, Id, Route
 from engram_client._wire import AsOf, BlockWrite
-from engram_client.inputs import When
+from engram_client.inputs import When, instant
 from engram_client.models import Block, CoreMemory, Page, Revision
 
 GET = Route("GET", "/v1/agents/{agent_id}/memory", CoreMemory, query=AsOf)
@@ -13,7 +13,7 @@ HISTORY = Route("GET", "/v1/agents/{agent_id}/memory/{label}/history", Page[Revi
 
 def get(agent_id: Id, *, as_of: When | None = None) -> Flow[CoreMemory]:
     """The agent's blocks (`as_of`: each at its revision of then); `memory["human"]` is one by its label."""
-    return GET.call(agent_id=agent_id, query=AsOf(as_of=as_of))
+    return GET.call(agent_id=agent_id, query=AsOf(as_of=instant(as_of)))
 
 
 def put(

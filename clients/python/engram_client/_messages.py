@@ -7,7 +7,7 @@ from engram_client._binding import M, Resource, endpoint
 from engram_client._core import Flow, Id, Route
 from engram_client._wire import HandIn as HandInBody
 from engram_client._wire import MessagesQuery
-from engram_client.inputs import NewMessage, When
+from engram_client.inputs import NewMessage, When, instant
 from engram_client.models import HandIn, Message, MessageErasure, Page
 
 ADD = Route("POST", "/v1/agents/{agent_id}/messages", HandIn, body=HandInBody)
@@ -34,7 +34,9 @@ def list_(
     include_context: bool | None = None,
 ) -> Flow[Page[Message]]:
     """A page of recall memory, newest first; with `query`, the messages that best answer it."""
-    wanted = MessagesQuery(query=query, limit=limit, cursor=cursor, after=after, before=before, include_context=include_context)
+    wanted = MessagesQuery(
+        query=query, limit=limit, cursor=cursor, after=instant(after), before=instant(before), include_context=include_context
+    )
     return LIST.call(agent_id=agent_id, query=wanted)
 
 

@@ -9,7 +9,7 @@ from engram_client._binding import M, Resource, endpoint
 from engram_client._core import EventStream, Flow, Id, Pause, Route, opened
 from engram_client._wire import ChatQuery, ChatRequest, Kind, RecollectionRequest
 from engram_client.events import EVENT, Event, Turn
-from engram_client.inputs import ConversationLine, When
+from engram_client.inputs import ConversationLine, When, instant
 from engram_client.models import MemoryPass, Recollection
 
 RECALL = Route("POST", "/v1/agents/{agent_id}/recollection", Recollection, body=RecollectionRequest)
@@ -47,7 +47,7 @@ def recall(
         query=query,
         messages=None if messages is None else [ConversationLine.model_validate(m) for m in messages],
         max_chars=max_chars,
-        as_of=as_of,
+        as_of=instant(as_of),
         kinds=None if kinds is None else list(kinds),
         tags=None if tags is None else list(tags),
         core_blocks=None if core_blocks is None else list(core_blocks),

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from engram_client.inputs import ConversationLine, NewBlock, NewMessage, NewPassage, When
+from engram_client.inputs import ConversationLine, Instant, NewBlock, NewMessage, NewPassage
 
 Kind = Literal["archival", "recall"]
 
@@ -31,7 +31,7 @@ class AgentsQuery(BaseModel):
 
 
 class AsOf(BaseModel):
-    as_of: When | None = None
+    as_of: Instant | None = None
 
 
 class BlockWrite(BaseModel):
@@ -47,9 +47,9 @@ class ArchivalQuery(BaseModel):
     min_score: float | None = None
     mode: Literal["hybrid", "vector", "text"] | None = None
     tags: list[str] | None = None
-    after: When | None = None
-    before: When | None = None
-    as_of: When | None = None
+    after: Instant | None = None
+    before: Instant | None = None
+    as_of: Instant | None = None
     include_superseded: bool | None = None
     limit: int | None = None
     cursor: str | None = None
@@ -62,7 +62,7 @@ class PassageBatch(BaseModel):
 class PassageSupersede(BaseModel):
     content: str
     tags: list[str] | None = None
-    occurred_at: When | None = None
+    occurred_at: Instant | None = None
     sources: list[UUID] | None = None
 
 
@@ -74,8 +74,8 @@ class HandIn(BaseModel):
 class MessagesQuery(BaseModel):
     query: str | None = None
     limit: int | None = None
-    after: When | None = None
-    before: When | None = None
+    after: Instant | None = None
+    before: Instant | None = None
     cursor: str | None = None
     include_context: bool | None = None
 
@@ -87,7 +87,7 @@ class RecollectionRequest(BaseModel):
     include_core: bool | None = None
     core_blocks: list[str] | None = None
     can_search: bool | None = None
-    as_of: When | None = None
+    as_of: Instant | None = None
     kinds: list[Kind] | None = None
     tags: list[str] | None = None
 

@@ -2,7 +2,7 @@
 
 import os
 from types import TracebackType
-from typing import Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import httpx
 
@@ -19,13 +19,38 @@ from engram_client._version import __version__
 
 DEFAULT_URL = "http://localhost:8000"
 DEFAULT_TIMEOUT = 60.0  # seconds; a chat turn runs the LLM, maybe several times
+H = TypeVar("H", httpx.Client, httpx.AsyncClient)
 
 
-class _Client(Resource[M]):
-    """What both clients offer: `agents`, `memory` (core), `archival`, `messages` (recall), `turns`, and `recall`,
-    `chat`, `chat_stream`, `memory_pass`."""
+class _Client(Resource[M], Generic[M, H]):
+    """A client of the Engram service at `base_url` (default: $ENGRAM_URL, else http://localhost:8000) with
+    `api_key` (default: $ENGRAM_API_KEY; none on loopback without keys): `agents`, `memory` (core), `archival`,
+    `messages` (recall), `turns`, and `recall`, `chat`, `chat_stream`, `memory_pass`. 429 and 503 are tried again up
+    to `max_retries` times, after the Retry-After the answer gives (one over `max_retry_wait` seconds is raised at
+    once, as RateLimited or ServiceUnavailable with `retry_after`). `http_client`: an httpx client of your own
+    (proxies, certificates, transports), which stays yours to close; else one with `timeout` seconds."""
 
-    def __init__(self, runner: Runner[M]) -> None:
+    _kinds: ClassVar[tuple[type[Any], type[Any]]]  # the runner and the httpx client this kind of client runs on
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = 3,
+        max_retry_wait: float = 60.0,
+        http_client: H | None = None,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("ENGRAM_URL") or DEFAULT_URL).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("ENGRAM_API_KEY")
+        headers = {"User-Agent": f"engram-client/{__version__}", "Accept": "application/json"}
+        headers |= {"Authorization": f"Bearer {key}"} if key else {}
+        runner_kind, http_kind = self._kinds
+        http = http_client or http_kind(timeout=timeout)
+        runner: Runner[M] = runner_kind(
+            http, self.base_url, headers, Retries(max_retries, max_wait=max_retry_wait), owns=http_client is None
+        )
         super().__init__(runner)
         self.agents: Agents[M] = Agents(runner)
         self.memory: Memory[M] = Memory(runner)
@@ -39,41 +64,13 @@ class _Client(Resource[M]):
     memory_pass = endpoint(_turns.memory_pass)
 
 
-def _settings(
-    base_url: str | None, api_key: str | None, max_retries: int, max_retry_wait: float
-) -> tuple[str, dict[str, str], Retries]:
-    """The service's URL and the headers of every request, from the arguments or else the environment; retries."""
-    url = (base_url or os.environ.get("ENGRAM_URL") or DEFAULT_URL).rstrip("/")
-    key = api_key if api_key is not None else os.environ.get("ENGRAM_API_KEY")
-    headers = {"User-Agent": f"engram-client/{__version__}", "Accept": "application/json"}
-    headers |= {"Authorization": f"Bearer {key}"} if key else {}
-    return url, headers, Retries(max_retries, max_wait=max_retry_wait)
-
-
-class Engram(_Client[Sync]):
-    """A client of the Engram service at `base_url` (default: $ENGRAM_URL, else http://localhost:8000) with
-    `api_key` (default: $ENGRAM_API_KEY; none on loopback without keys). 429 and 503 are tried again up to
-    `max_retries` times, after the Retry-After the answer gives (one over `max_retry_wait` seconds is raised at once,
-    as RateLimited or ServiceUnavailable with `retry_after`). `http_client`: an httpx.Client of your own (proxies,
-    certificates, transports), which stays yours to close. Close this client, or use it as a context manager."""
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 3,
-        max_retry_wait: float = 60.0,
-        http_client: httpx.Client | None = None,
-    ) -> None:
-        self.base_url, headers, retries = _settings(base_url, api_key, max_retries, max_retry_wait)
-        http = http_client or httpx.Client(timeout=timeout)
-        self._sync = SyncRunner(http, self.base_url, headers, retries, owns=http_client is None)
-        super().__init__(self._sync)
+class Engram(_Client[Sync, httpx.Client]):
+    __doc__ = _Client.__doc__
+    _kinds = (SyncRunner, httpx.Client)
+    _runner: SyncRunner
 
     def close(self) -> None:
-        self._sync.close()
+        self._runner.close()
 
     def __enter__(self) -> Self:
         return self
@@ -82,27 +79,15 @@ class Engram(_Client[Sync]):
         self.close()
 
 
-class AsyncEngram(_Client[Async]):
-    """`Engram`, awaited: every call is a coroutine, `chat_stream` an async iterator. Close it with `await
-    aclose()`, or use it as an async context manager."""
+class AsyncEngram(_Client[Async, httpx.AsyncClient]):
+    """`Engram`, awaited: every call a coroutine, `chat_stream` an async iterator; `await aclose()` it, or use it as
+    an async context manager."""
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 3,
-        max_retry_wait: float = 60.0,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        self.base_url, headers, retries = _settings(base_url, api_key, max_retries, max_retry_wait)
-        http = http_client or httpx.AsyncClient(timeout=timeout)
-        self._async = AsyncRunner(http, self.base_url, headers, retries, owns=http_client is None)
-        super().__init__(self._async)
+    _kinds = (AsyncRunner, httpx.AsyncClient)
+    _runner: AsyncRunner
 
     async def aclose(self) -> None:
-        await self._async.aclose()
+        await self._runner.aclose()
 
     async def __aenter__(self) -> Self:
         return self

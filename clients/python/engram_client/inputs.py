@@ -7,15 +7,17 @@ from datetime import date, datetime
 from typing import Literal
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
-When = datetime | date
+Instant = datetime | date
+When = Instant | str  # an ISO 8601 string too, as the API takes it
+INSTANT: TypeAdapter[Instant] = TypeAdapter(Instant)
 
 
 class NewPassage(BaseModel):
     content: str
     tags: list[str] | None = None
-    occurred_at: When | None = None  # when it happened or was said; default: now
+    occurred_at: Instant | None = None  # when it happened or was said; default: now
     sources: list[UUID] | None = None  # ids of this agent's messages and passages it was drawn from
 
 
@@ -24,7 +26,7 @@ class NewMessage(BaseModel):
 
     role: Literal["user", "assistant"]
     content: str
-    occurred_at: When | None = None
+    occurred_at: Instant | None = None
     id: str | None = None  # your id: a message handed in before under it is not stored again (safe retries)
 
 
@@ -43,6 +45,11 @@ class NewBlock(BaseModel):
     limit: int | None = None  # characters (server default 2,000)
     description: str | None = None
     read_only: bool | None = None
+
+
+def instant(value: When | None) -> Instant | None:
+    """A date or time given as a string read as the API reads it (a date alone, or a datetime; no zone: UTC)."""
+    return INSTANT.validate_python(value) if isinstance(value, str) else value
 
 
 def uuids(ids: Iterable[str | UUID] | None) -> list[UUID] | None:

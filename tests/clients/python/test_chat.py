@@ -6,6 +6,7 @@ import pytest
 from engram_client import Agent, Engram, LLMError, MessageDelta, MessageEvent, TurnCompleted, TurnStarted
 
 from testkit.scripted_llm import ScriptedLLM, call, error, text, tools
+from tests.support.chat import TOOL_THEN_REPLY
 
 REPLY = "こんにちは、太郎さん！覚えておきますね。"
 
@@ -17,16 +18,7 @@ def test_a_turn_answers_with_its_reply_events_and_usage_and_is_read_back(engram:
     )
     turn = engram.chat(agent.id, "僕の名前は太郎です。")
     assert (turn.reply, turn.status, turn.stop_reason) == (REPLY, "completed", "end_turn")
-    assert [e.type for e in turn.events] == [
-        "turn_started",
-        "reasoning",
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "tool_result",
-        "message",
-        "turn_completed",
-    ]
+    assert [e.type for e in turn.events] == TOOL_THEN_REPLY
     assert isinstance(turn.events[0], TurnStarted) and turn.events[0].message == "僕の名前は太郎です。"
     assert turn.usage.llm_calls == 2 and turn.usage.prompt_tokens > 0
     assert engram.memory.get(agent.id)["human"].value == "名前: 太郎"

@@ -44,7 +44,8 @@ def parameters(op: dict[str, Any], where: str) -> dict[str, Schema]:
 
 
 def name(route: Route[Any]) -> str:
-    return f"{route.method} {route.path} ({route.content_type if route.body is None else ''}{route.accept})"
+    kinds = {route.content_type, route.accept} - {"application/json"}
+    return f"{route.method} {route.path}" + (f" ({', '.join(sorted(kinds))})" if kinds else "")
 
 
 def test_every_call_of_the_client_is_a_declared_route() -> None:
