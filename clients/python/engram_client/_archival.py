@@ -1,5 +1,5 @@
-"""client.archival: passages kept for good, searched by meaning and by words; superseded, never overwritten;
-imported in bulk as a job."""
+"""client.archival: passages kept for good, searched by meaning and by words; superseded, never overwritten; held
+under your keys; imported in bulk as a job."""
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from engram_client._binding import M, Resource, endpoint
 from engram_client._core import Flow, Id, Pause, Route
-from engram_client._wire import ArchivalQuery, PassageBatch, PassageSupersede
+from engram_client._wire import ArchivalQuery, PassageBatch, PassageWrite
 from engram_client.inputs import NewPassage, When, instant, uuids
 from engram_client.models import ImportJob, Page, Passage, PassageBatchRead, PassageErasure
 
@@ -17,7 +17,10 @@ ADD_MANY = Route("POST", "/v1/agents/{agent_id}/archival/batch", PassageBatchRea
 LIST = Route("GET", "/v1/agents/{agent_id}/archival", Page[Passage], query=ArchivalQuery)
 GET = Route("GET", "/v1/agents/{agent_id}/archival/{passage_id}", Passage)
 DELETE = Route("DELETE", "/v1/agents/{agent_id}/archival/{passage_id}", PassageErasure)
-SUPERSEDE = Route("POST", "/v1/agents/{agent_id}/archival/{passage_id}/supersede", Passage, body=PassageSupersede)
+SUPERSEDE = Route("POST", "/v1/agents/{agent_id}/archival/{passage_id}/supersede", Passage, body=PassageWrite)
+PUT_KEY = Route("PUT", "/v1/agents/{agent_id}/archival/keys/{key}", Passage, body=PassageWrite)
+GET_KEY = Route("GET", "/v1/agents/{agent_id}/archival/keys/{key}", Passage)
+DELETE_KEY = Route("DELETE", "/v1/agents/{agent_id}/archival/keys/{key}", PassageErasure)
 IMPORT_LINES = Route("POST", "/v1/agents/{agent_id}/archival/import", ImportJob, content_type="application/x-ndjson")
 IMPORT_ARRAY = Route("POST", "/v1/agents/{agent_id}/archival/import", ImportJob, content_type="application/json")
 IMPORT_JOB = Route("GET", "/v1/agents/{agent_id}/archival/import/{job_id}", ImportJob)
@@ -33,11 +36,11 @@ def add(
     occurred_at: When | None = None,
     tags: Sequence[str] | None = None,
     sources: Sequence[Id] | None = None,
+    key: str | None = None,
 ) -> Flow[Passage]:
-    """Store a passage (a near-duplicate of a stored one is that one, with `duplicate` set)."""
-    passage = NewPassage(
-        content=content, occurred_at=instant(occurred_at), tags=None if tags is None else list(tags), sources=uuids(sources)
-    )
+    """Store a passage (a near-duplicate of a stored one is that one, with `duplicate` set); `key`: under your key
+    (Conflict if a current passage holds it; `put_key` stores or supersedes)."""
+    passage = NewPassage(**_fields(content, occurred_at, tags, sources), key=key)
     return ADD.call(agent_id=agent_id, body=passage)
 
 
@@ -114,10 +117,32 @@ def supersede(
     sources: Sequence[Id] | None = None,
 ) -> Flow[Passage]:
     """The fact as it is now, replacing the passage (kept, `valid_until` then); Conflict if superseded already."""
-    successor = PassageSupersede(
-        content=content, occurred_at=instant(occurred_at), tags=None if tags is None else list(tags), sources=uuids(sources)
-    )
+    successor = PassageWrite(**_fields(content, occurred_at, tags, sources))
     return SUPERSEDE.call(agent_id=agent_id, passage_id=passage_id, body=successor)
+
+
+def put_key(
+    agent_id: Id,
+    key: str,
+    content: str,
+    *,
+    occurred_at: When | None = None,
+    tags: Sequence[str] | None = None,
+    sources: Sequence[Id] | None = None,
+) -> Flow[Passage]:
+    """The passage under your `key`: stored, or superseding the one the key holds (kept, with the key, as its
+    history); the same again adds no version (`duplicate` set). Keys: 1 to 200 letters, digits and -._~:@."""
+    return PUT_KEY.call(agent_id=agent_id, key=key, body=PassageWrite(**_fields(content, occurred_at, tags, sources)))
+
+
+def get_key(agent_id: Id, key: str) -> Flow[Passage]:
+    """The passage your key holds now (NotFound: none)."""
+    return GET_KEY.call(agent_id=agent_id, key=key)
+
+
+def delete_key(agent_id: Id, key: str) -> Flow[PassageErasure]:
+    """Erase the key's passage with its earlier versions and what was drawn from them alone; the key is free again."""
+    return DELETE_KEY.call(agent_id=agent_id, key=key)
 
 
 def import_file(
@@ -179,6 +204,15 @@ def _imported(
     return (yield from wait_import(agent_id, job.id, poll_interval=poll_interval, on_progress=on_progress))
 
 
+def _fields(content: str, occurred_at: When | None, tags: Sequence[str] | None, sources: Sequence[Id] | None) -> dict[str, Any]:
+    return {
+        "content": content,
+        "occurred_at": instant(occurred_at),
+        "tags": None if tags is None else list(tags),
+        "sources": uuids(sources),
+    }
+
+
 def _passage(given: NewPassage | Mapping[str, Any] | str) -> NewPassage:
     return NewPassage(content=given) if isinstance(given, str) else NewPassage.model_validate(given)
 
@@ -191,6 +225,9 @@ class Archival(Resource[M]):
     get = endpoint(get)
     delete = endpoint(delete)
     supersede = endpoint(supersede)
+    put_key = endpoint(put_key)
+    get_key = endpoint(get_key)
+    delete_key = endpoint(delete_key)
     import_file = endpoint(import_file)
     import_passages = endpoint(import_passages)
     import_job = endpoint(import_job)

@@ -59,7 +59,9 @@ class PassageBatch(BaseModel):
     items: list[NewPassage]
 
 
-class PassageSupersede(BaseModel):
+class PassageWrite(BaseModel):
+    """A passage's successor (supersede), or the passage a key is to hold (put_key)."""
+
     content: str
     tags: list[str] | None = None
     occurred_at: Instant | None = None

@@ -19,6 +19,7 @@ class NewPassage(BaseModel):
     tags: list[str] | None = None
     occurred_at: Instant | None = None  # when it happened or was said; default: now
     sources: list[UUID] | None = None  # ids of this agent's messages and passages it was drawn from
+    key: str | None = None  # your name for it, unique among the agent's current passages (not on an import's lines)
 
 
 class NewMessage(BaseModel):

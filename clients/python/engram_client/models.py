@@ -71,6 +71,7 @@ class Passage(BaseModel):
     valid_until: datetime | None  # superseded: when its successor took effect
     superseded_by: UUID | None
     sources: list[UUID] = Field(default_factory=list)  # the messages and passages it was drawn from
+    key: str | None = None  # your name for it (archival.put_key); a superseded version keeps it
     score: float | None = None
     similarity: float | None = None
     duplicate: bool | None = None  # an insert: a near-duplicate was stored already (this is that passage)

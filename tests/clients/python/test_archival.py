@@ -98,3 +98,29 @@ def test_an_import_held_in_memory_is_a_job_that_can_be_cancelled(engram: Engram,
     with pytest.raises(InvalidRequest) as bad:
         engram.archival.import_passages(agent.id, [{"content": "ok"}, {"content": "x" * 20_001}])
     assert "line 2" in bad.value.message and "content" in bad.value.message
+
+
+def test_a_passage_under_a_key_is_stored_superseded_read_and_deleted_with_its_history(engram: Engram, agent: Agent) -> None:
+    first = engram.archival.put_key(agent.id, "profile:home", "Aiko lives in Tokyo.", occurred_at="2023-04-01", tags=["home"])
+    assert (first.key, first.content, first.tags) == ("profile:home", "Aiko lives in Tokyo.", ["home"])
+    second = engram.archival.put_key(agent.id, "profile:home", "Aiko lives in Osaka.", occurred_at="2024-10-01")
+    assert second.id != first.id and engram.archival.get_key(agent.id, "profile:home") == second.model_copy(
+        update={"duplicate": None}
+    )
+    old = engram.archival.get(agent.id, first.id)
+    assert (old.key, old.superseded_by) == ("profile:home", second.id)  # the key's history
+    unchanged = engram.archival.put_key(agent.id, "profile:home", "Aiko lives in Osaka.", occurred_at="2024-10-01")
+    assert unchanged.id == second.id and unchanged.duplicate is True
+
+    with pytest.raises(Conflict) as taken:
+        engram.archival.add(agent.id, "Aiko lives in Kyoto.", key="profile:home")
+    assert taken.value.code == "key_taken"
+    keyed = engram.archival.add(agent.id, "Aiko's cat is Mochi.", key="pets.cat")
+    assert engram.archival.get_key(agent.id, "pets.cat").id == keyed.id
+
+    erased = engram.archival.delete_key(agent.id, "profile:home")
+    assert erased.id == second.id and set(erased.erased_passages) >= {first.id}
+    with pytest.raises(NotFound):
+        engram.archival.get_key(agent.id, "profile:home")
+    with pytest.raises(InvalidRequest):
+        engram.archival.put_key(agent.id, ".hidden", "A key may not start with a dot.")
