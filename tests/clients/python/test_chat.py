@@ -1,11 +1,17 @@
 """chat, chat_stream, turns and memory passes through the client against a served Engram whose LLM is the scripted
 one: a turn's reply, events and usage; its events streamed as they happen, the reply in deltas; a turn read back; an
-LLM failure as the error it is."""
+LLM failure as the error it is; a turn sent again under its key while it runs, waited for."""
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from engram_client import Agent, Engram, LLMError, MessageDelta, MessageEvent, TurnCompleted, TurnStarted
 
-from testkit.scripted_llm import ScriptedLLM, call, error, text, tools
+from testkit.scripted_llm import ScriptedLLM, call, error, held, text, tools
+from tests.clients.python.conftest import Statuses
 from tests.support.chat import TOOL_THEN_REPLY
 
 REPLY = "こんにちは、太郎さん！覚えておきますね。"
@@ -64,3 +70,19 @@ def test_a_memory_pass_is_started_and_waited_for(engram: Engram, agent: Agent, l
     finished = engram.turns.wait(agent.id, started.pass_id, poll_interval=0.05)
     assert isinstance(finished.events[0], TurnStarted) and finished.events[0].kind == "memory_pass"
     assert (finished.status, finished.reply) == ("completed", "Nothing to keep.")  # its closing line
+
+
+def test_a_chat_sent_again_with_the_key_of_a_running_turn_waits_for_that_turn(
+    engram: Engram, agent: Agent, llm: ScriptedLLM, statuses: Statuses
+) -> None:
+    gate = threading.Event()
+    llm.reset(held(tools(call("send_message", text="Done, once.")), gate))
+    key = uuid.uuid4().hex
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(engram.chat, agent.id, "A long question?", idempotency_key=key)
+        while not engram.messages.list(agent.id).items:  # the turn has begun: its user message is stored
+            time.sleep(0.02)
+        threading.Timer(0.3, gate.set).start()
+        again = engram.chat(agent.id, "A long question?", idempotency_key=key)  # 202: the turn so far, then waited for
+        assert again == first.result() and again.reply == "Done, once."
+    assert (f"POST /v1/agents/{agent.id}/chat", 202) in statuses and len(llm.requests) == 1

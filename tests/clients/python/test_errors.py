@@ -8,11 +8,19 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from engram_client import AuthenticationError, Engram, PermissionDenied, RateLimited, ServiceUnavailable
+from engram_client import (
+    AuthenticationError,
+    Engram,
+    EngramConnectionError,
+    EngramError,
+    PermissionDenied,
+    RateLimited,
+    ServiceUnavailable,
+)
 
 from app.llm.embeddings import Embedder
 from app.settings import Settings
-from testkit.scripted_llm import ScriptedLLM
+from testkit.scripted_llm import ScriptedLLM, free_port
 from tests.clients.python.conftest import Statuses, unique
 from tests.support.served import Served
 from tests.support.service import ADMIN_KEY, admin, scripted_settings
@@ -84,3 +92,10 @@ def test_chat_without_an_llm_is_service_unavailable_raised_at_once(settings: Set
     assert (unavailable.value.status, unavailable.value.retry_after) == (503, None)
     assert "no LLM is configured" in unavailable.value.message
     assert [s for s in statuses if s[0].endswith("/chat")] == [(f"POST /v1/agents/{agent.id}/chat", 503)]  # not retried
+
+
+def test_a_service_that_cannot_be_reached_is_a_connection_error() -> None:
+    with Engram(f"http://127.0.0.1:{free_port()}") as engram, pytest.raises(EngramConnectionError) as unreachable:
+        engram.agents.list()
+    assert (unreachable.value.status, unreachable.value.code) == (0, "connection_error")
+    assert isinstance(unreachable.value, EngramError) and "ConnectError" in unreachable.value.message
