@@ -280,9 +280,11 @@ def main() -> None:
             stored: dict[str, list[Loaded]] = {}
             for name in args.sets:
                 s = SETS[name](limit=args.limit)
-                stored[s.name] = [store(client, s, corpus) for corpus in s.corpora]
-                if isinstance(embedder, CachedEmbedder):
-                    embedder.save()
+                stored[s.name] = []
+                for corpus in s.corpora:
+                    stored[s.name].append(store(client, s, corpus))
+                    if isinstance(embedder, CachedEmbedder):
+                        embedder.save()  # after each corpus: a run cut short keeps what it embedded
             asyncio.run(read_back(url, [one for loaded in stored.values() for one in loaded]))
             report(
                 "Offline on the same hits: baselines, the selection before, and designs",
