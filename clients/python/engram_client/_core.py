@@ -7,6 +7,7 @@ import random
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from string import Formatter
 from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import quote
 from uuid import UUID
@@ -68,6 +69,10 @@ class Route(Generic[T]):
     def _writer(self) -> TypeAdapter[Any]:
         return TypeAdapter(self.body)
 
+    @cached_property
+    def _placeholders(self) -> set[str]:
+        return {name for _, name, _, _ in Formatter().parse(self.path) if name}
+
     def request(
         self,
         *,
@@ -80,6 +85,10 @@ class Route(Generic[T]):
         """The request for these parameters; anything the route does not declare is a TypeError."""
         if query is not None and type(query) is not self.query:
             raise TypeError(f"{self.method} {self.path} takes {self.query} as its query, not {type(query)}")
+        if body is not None and self.body is None:
+            raise TypeError(f"{self.method} {self.path} takes no JSON body")
+        if set(path) != self._placeholders:
+            raise TypeError(f"{self.method} {self.path} takes the path parameters {sorted(self._placeholders)}")
         sent = {name: value for name, value in (headers or {}).items() if value is not None}
         if undeclared := set(sent) - set(self.headers):
             raise TypeError(f"{self.method} {self.path} declares no header {sorted(undeclared)}")
