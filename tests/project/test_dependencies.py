@@ -1,5 +1,6 @@
-"""The tests (and testkit/) import only what pyproject.toml declares (the dependencies or the dev extra), and only public modules:
-a fresh install runs them without relying on what happens to be installed alongside."""
+"""The tests (and testkit/) import only what pyproject.toml declares (the dependencies or the dev extra), or the Python
+client's pyproject.toml (its dependencies and its extras, which the README's test command installs), and only public
+modules: a fresh install runs them without relying on what happens to be installed alongside."""
 
 import ast
 import re
@@ -33,7 +34,9 @@ def normalised(name: str) -> str:
 
 def test_every_package_the_tests_import_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    client = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
+    client_extras = [r for extra in client.get("optional-dependencies", {}).values() for r in extra]
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["dev"], *client["dependencies"], *client_extras]
     declared = {normalised(re.match(r"[\w.-]+", r).group()) for r in requirements}  # type: ignore[union-attr]
     installed_by = packages_distributions()
     undeclared = {

@@ -88,7 +88,9 @@ def test_every_request_is_made_by_a_route() -> None:
 
 
 def test_the_dev_lock_pins_the_clients_dependencies() -> None:
-    """The README's install takes them from requirements-dev.lock, compiled with the client's pyproject.toml."""
-    wanted = {distribution(requirement) for requirement in project()["dependencies"]}
+    """The README's install takes them (and its extras') from requirements-dev.lock, compiled with the client's
+    pyproject.toml and its extras."""
+    extras = [r for requirements in project().get("optional-dependencies", {}).values() for r in requirements]
+    wanted = {distribution(requirement) for requirement in [*project()["dependencies"], *extras]}
     locked = set(re.findall(r"^([\w.-]+)==", (ROOT / "requirements-dev.lock").read_text(), re.MULTILINE))
     assert wanted <= {distribution(name) for name in locked}
