@@ -1,8 +1,9 @@
 """client.agents against a served Engram: create, get, list, find by name, get_or_create, update, delete, export and
 import; the errors each answers with."""
 
+import httpx
 import pytest
-from engram_client import Agent, Conflict, Engram, InvalidRequest, NewBlock, NotFound
+from engram_client import Agent, AsyncEngram, Conflict, Engram, InvalidRequest, NewBlock, NotFound
 
 from tests.clients.python.conftest import unique
 from tests.support.served import Served
@@ -71,3 +72,18 @@ def test_the_url_and_key_default_to_the_environment(service: Served, monkeypatch
     with Engram() as engram:
         assert engram.base_url == service.url
         assert engram.agents.find(unique("nobody")) is None
+
+
+async def test_a_client_closes_the_connections_it_opened_and_leaves_yours_open(service: Served) -> None:
+    with Engram(service.url) as engram:
+        assert engram.agents.find(unique("nobody")) is None
+    with pytest.raises(RuntimeError, match="closed"):
+        engram.agents.find(unique("nobody"))
+    async with AsyncEngram(service.url) as aengram:
+        assert await aengram.agents.find(unique("nobody")) is None
+    with pytest.raises(RuntimeError, match="closed"):
+        await aengram.agents.find(unique("nobody"))
+    with httpx.Client() as mine:
+        with Engram(service.url, http_client=mine) as engram:
+            engram.agents.find(unique("nobody"))
+        assert mine.get(f"{service.url}/healthz").status_code == 200  # still open: it is yours
