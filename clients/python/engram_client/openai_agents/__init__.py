@@ -5,7 +5,7 @@ run; `memory_tools`, the function tools `remember` and `recall`."""
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agents import Agent, FunctionTool, RunContextWrapper, function_tool
+from agents import Agent, RunContextWrapper, Tool, function_tool
 
 from engram_client._core import Id
 from engram_client._frameworks import recollection, with_memory
@@ -35,7 +35,7 @@ def memory_instructions(
     return instructions_with_memory
 
 
-def memory_tools(agent_id: Id, *, client: AsyncEngram | None = None) -> list[FunctionTool]:
+def memory_tools(agent_id: Id, *, client: AsyncEngram | None = None) -> list[Tool]:
     """The function tools `remember` (a fact kept for good in archival memory) and `recall` (memory searched)."""
     engram = client or AsyncEngram()
 
