@@ -3,7 +3,7 @@ by filter, by namespace), delete and list_namespaces, blocking and awaited; each
 key, in the agent its namespace names."""
 
 import pytest
-from engram_client import Engram
+from engram_client import Engram, InvalidRequest
 from engram_client.langgraph import EngramStore
 from engram_client.langgraph._codec import engram_key, path_and_key
 from langgraph.store.base import InvalidNamespaceError
@@ -68,6 +68,10 @@ def test_items_are_put_read_searched_listed_and_deleted(engram: Engram) -> None:
         assert [p.key for p in engram.archival.list(agent.id, include_superseded=True).items if p.key == "prefs:drink"] == []
         store.delete(prefs, "drink")  # nothing to delete: nothing happens
         assert [i.key for i in store.search((name,))] == ["kyoto/tea ceremony", "food"]
+
+        for key, too_much in [("k" * 196, TEA), ("long", {"text": "x" * 20_001})]:  # prefs:k… is 202 characters
+            with pytest.raises(InvalidRequest):
+                store.put(prefs, key, too_much)
     finally:
         if (created := engram.agents.find(name)) is not None:
             engram.agents.delete(created.id)
