@@ -18,14 +18,18 @@ class AgentRepository:
         self.session = session
 
     async def get(self, agent_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None, for_update: bool = False) -> Agent | None:
-        """tenant_id: only an agent of this tenant (None: any, for internal callers that hold a checked id)."""
+        """tenant_id: only an agent of this tenant (None: any, for internal callers that hold a checked id);
+        for_update: locked until the transaction ends, against other changes of the agent (not its rows' writers)."""
         query, params = (
             (_BY_ID, {"agent_id": agent_id})
             if tenant_id is None
             else (_BY_ID_OF_TENANT, {"agent_id": agent_id, "tenant_id": tenant_id})
         )
         if for_update:
-            query = query.with_for_update()
+            # FOR NO KEY UPDATE: the writers of the agent's rows (every insert into a per-agent table) take the agent
+            # FOR KEY SHARE through their foreign key, and must not wait for its holder, which may be waiting for them
+            # (forgetting a message a passage being written cites: a deadlock). Its key never changes.
+            query = query.with_for_update(key_share=True)
         return (await self.session.scalars(query, params)).first()
 
     async def named(self, tenant_id: uuid.UUID, name: str) -> Sequence[Agent]:
