@@ -7,7 +7,8 @@ unless another of the key's versions is (a later one that stays, or the latest o
 superseded by that one.
 
 Set-wise, in the caller's transaction: one statement finds everything that goes (a recursive CTE over the GIN index
-on `sources`), four more free its keys, restore what it superseded, delete it and trim the sources of what stays.
+on `sources`), four more free its keys, restore what it superseded, delete it and trim the sources of what stays
+(and again, for a passage a concurrent write drew from what goes, which the trim leaves with none: `_erase`).
 Every statement names the agent: the tables are partitioned by it, and provenance never crosses agents."""
 
 import uuid
@@ -71,7 +72,7 @@ TRIM = text("""
         SELECT s FROM unnest(sources) WITH ORDINALITY AS u(s, n) WHERE s <> ALL(CAST(:erased AS uuid[])) ORDER BY n
     )
     WHERE agent_id = :agent_id AND sources <> '{}' AND sources && CAST(:erased AS uuid[])
-    RETURNING id
+    RETURNING id, sources = '{}' AS emptied
 """)
 PASSAGE = text("SELECT id FROM archival_passages WHERE agent_id = :agent_id AND id = :id FOR UPDATE")
 VERSIONS = text("""
@@ -138,12 +139,25 @@ async def erase_message(session: AsyncSession, agent_id: uuid.UUID, message_id: 
 
 
 async def _erase(session: AsyncSession, agent_id: uuid.UUID, roots: list[uuid.UUID]) -> Erasure:
-    """The passages among `roots` (messages, already deleted, or passages) and those drawn from them alone go."""
-    params = {"agent_id": agent_id, "roots": roots}
-    erased = list((await session.execute(CLOSURE, params)).scalar_one())
-    params = {"agent_id": agent_id, "erased": erased}
-    await session.execute(RELEASE, params)
-    await session.execute(RESTORE, params)
-    deleted = set((await session.execute(DELETE, params)).scalars())
-    trimmed = len((await session.execute(TRIM, params)).all())
-    return Erasure([p for p in erased if p in deleted and p not in roots], trimmed)
+    """The passages among `roots` (messages, already deleted, or passages) and those drawn from them alone go.
+
+    CLOSURE reads the passages committed when it runs, and only the roots are locked: a passage drawn from one that
+    goes with them (not a root) may be committed before DELETE, which waits for its writer's lock on that source
+    (repository.source_times). TRIM, a later statement, sees it: drawn from what went alone, it is left with no
+    source, and goes in a next round, as CLOSURE would have taken it (and so on, until a round empties none)."""
+    erased: list[uuid.UUID] = []
+    deleted: set[uuid.UUID] = set()
+    trimmed: set[uuid.UUID] = set()
+    going = roots
+    while going:
+        params = {"agent_id": agent_id, "roots": going}
+        closure = list((await session.execute(CLOSURE, params)).scalar_one())
+        params = {"agent_id": agent_id, "erased": closure}
+        await session.execute(RELEASE, params)
+        await session.execute(RESTORE, params)
+        deleted |= set((await session.execute(DELETE, params)).scalars())
+        erased += closure
+        rows = (await session.execute(TRIM, params)).all()
+        trimmed |= {row.id for row in rows if not row.emptied}
+        going = [row.id for row in rows if row.emptied]
+    return Erasure([p for p in erased if p in deleted and p not in roots], len(trimmed - deleted))

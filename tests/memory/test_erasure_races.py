@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.settings import Settings
-from tests.memory.test_erasure import SAID, passage, said
+from tests.memory.test_erasure import SAID, drawn, passage, said
 from tests.support.database import run_sql
 from tests.support.service import checked_client
 
@@ -80,3 +80,25 @@ def test_forgetting_a_message_while_a_fact_citing_it_is_written_takes_the_fact_a
     assert forgotten.status_code == 200, forgotten.text
     assert forgotten.json()["erased_passages"] == [stored.json()["id"]]
     assert passage(client, agent, stored.json()["id"]) is None
+
+
+def test_a_fact_citing_a_derived_passage_written_during_the_erasure_goes_with_it(
+    client: TestClient, agent: dict, settings: Settings, embedder: Embedder, database_url: str
+) -> None:
+    """The erasure finds what goes before the writer commits (the fact drawn from the message, not the one citing
+    that fact), and deletes it once the writer has: what the writer stored, drawn from it alone, goes too."""
+    [yuki] = said(client, agent, SAID)
+    fact = drawn(client, agent, "The user's sister Yuki is a nurse.", yuki)
+    with ThreadPoolExecutor(2) as pool, held_writer(settings, embedder) as (writer, held):
+        storing = pool.submit(writer.post, f"/v1/agents/{agent['id']}/archival", json={"content": CITING, "sources": [fact]})
+        assert held.embedding.wait(10)
+        forgetting = pool.submit(client.delete, f"/v1/agents/{agent['id']}/messages/{yuki}")
+        waiting_on_a_lock(database_url, "archival_passages")
+        held.go.set()
+        stored, forgotten = storing.result(), forgetting.result()
+    assert stored.status_code == 201, stored.text
+    assert forgotten.status_code == 200, forgotten.text
+    citing = stored.json()["id"]
+    assert sorted(forgotten.json()["erased_passages"]) == sorted([fact, citing])
+    assert forgotten.json()["sources_trimmed"] == 0
+    assert passage(client, agent, citing) is None
