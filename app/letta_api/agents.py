@@ -37,7 +37,7 @@ from app.llm.embeddings import Embedder
 from app.memory.core.service import CoreMemory
 from app.memory.schemas import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT
 from app.portability.agent_file import to_agent_file
-from app.portability.service import export_agent, import_document, read_upload
+from app.portability.service import export_agent, import_document, read_upload, without_messages
 from app.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["letta"], responses=ERROR_RESPONSES)
@@ -232,7 +232,7 @@ async def import_agent_file(
         raise Unprocessable(f"the file is not JSON: {exc}") from None
     document, report = read_upload(upload)
     if strip_messages:
-        document = document.model_copy(update={"messages": [], "agent": document.agent.model_copy(update={"context_start": 0})})
+        document = without_messages(document)
     chosen = name or override_name or document.agent.name
     if append_copy_suffix:
         chosen = f"{chosen}_copy"[:200]

@@ -105,6 +105,15 @@ def read_upload(body: Any) -> tuple[AgentDocument, letta.Report | None]:
     )
 
 
+def without_messages(document: AgentDocument) -> AgentDocument:
+    """The document without its conversation (Letta's `strip_messages`): no message comes along, so none is a
+    passage's source; a passage drawn only from messages is stored as given, without sources."""
+    passage_ids = {p.id for p in document.passages}
+    passages = [p.model_copy(update={"sources": [s for s in p.sources if s in passage_ids]}) for p in document.passages]
+    agent = document.agent.model_copy(update={"context_start": 0})
+    return document.model_copy(update={"messages": [], "passages": passages, "agent": agent})
+
+
 def _validated(body: dict[str, Any]) -> AgentDocument:
     try:
         document = AgentDocument.model_validate(body)
