@@ -108,7 +108,8 @@ class TurnRepository:
         if copies.said is not None and turn.message == copies.said:
             turn.message = erased
         for sent in copies.sent:
-            turn.reply = turn.reply.replace(sent, erased) if turn.reply else turn.reply
+            if sent and turn.reply:  # an empty text is found between every two characters
+                turn.reply = turn.reply.replace(sent, erased)
         self.session.add(turn)
         await self.session.execute(
             text(ERASE_FROM_EVENTS),

@@ -173,14 +173,17 @@ class Message(SQLModel, table=True):
         return "\n".join(part for part in [self.content, *self.sent()] if part)
 
     def sent(self) -> list[str]:
-        """The texts an assistant's message sent to the user (its send_message calls)."""
+        """The texts an assistant's message sent to the user (its send_message calls): a call without a text, or with
+        one that is empty or not a string, sent nothing (the tool refused it)."""
         sent = []
         for call in self.tool_calls or []:
             if call.get("name") == "send_message":
                 try:
-                    sent.append(str(json.loads(call.get("arguments") or "{}").get("text", "")))
+                    said = json.loads(call.get("arguments") or "{}").get("text")
                 except (ValueError, AttributeError):
                     continue
+                if isinstance(said, str) and said:
+                    sent.append(said)
         return sent
 
 

@@ -92,6 +92,24 @@ def test_an_assistants_message_goes_with_its_tool_results_and_a_result_alone_is_
     assert_calls_and_results_stay_together(llm.requests[-1]["messages"][1:])
 
 
+def test_an_assistants_message_that_sent_no_text_leaves_the_turns_reply_as_it_was(
+    client: TestClient, agent: dict, llm: ScriptedLLM
+) -> None:
+    """Its send_message calls failed (no text, a null one): it sent nothing, and the reply, another message's, stays."""
+    llm.reset(
+        tools(call("send_message"), call("send_message", text=None), content="Replying."),
+        fallback=tools(call("send_message", text="Noted.")),
+    )
+    turn = chat(client, agent, "Hello.")
+    assert turn["reply"] == "Noted."
+    failed = next(m for m in messages(client, agent) if m["role"] == "assistant" and m["content"] == "Replying.")
+
+    forget(client, agent, failed["id"])
+    record = replay(client, agent, turn["turn_id"])
+    assert record["reply"] == "Noted." and [e["text"] for e in record["events"] if e["type"] == "message"] == ["Noted."]
+    assert next(e for e in record["events"] if e["type"] == "turn_completed")["reply"] == "Noted."
+
+
 def test_search_results_that_quoted_a_forgotten_message_no_longer_do(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     handed = client.post(
         f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": f"My locker code is {SECRET}."}]}
