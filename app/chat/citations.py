@@ -4,6 +4,7 @@ fact was drawn from (and so does its `archival_memory_supersede`, for the fact t
 here to the messages' ids, the fact's `sources`; a reference that names no line is dropped, and the model (and the
 pass's tool_result event) told so. A chat turn's agent has no references in its context, so its tools take none."""
 
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
@@ -37,6 +38,7 @@ Sources = Annotated[
     ),
 ]
 CITE = " Cite the messages it comes from in `sources`."
+NUMBER = re.compile("[0-9]+")  # a line's number alone; not str.isdigit(), which "²" passes and int() refuses
 
 
 def reference(position: int) -> str:
@@ -56,7 +58,7 @@ def resolved(known: Mapping[str, uuid.UUID], cited: Sequence[str]) -> tuple[list
     unknown: list[str] = []
     for given in dict.fromkeys(cited):
         key = given.strip("[] ").lower()
-        key = reference(int(key)) if key.isdigit() else key
+        key = reference(int(key)) if NUMBER.fullmatch(key) else key
         if key in known:
             ids.append(known[key])
         else:

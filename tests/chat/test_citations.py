@@ -106,6 +106,17 @@ def test_too_many_references_fail_the_call_and_unknown_ones_are_named(client: Te
     assert facts == {"The user likes tea.": ids}
 
 
+def test_a_reference_of_other_digits_names_no_line(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+    # "²" and "١" are digits to str.isdigit(); a line's number is written in ASCII digits, as its reference is.
+    llm.reset(tools(create("The user likes tea.", "²", "١", "1")), text("done"))
+    ids, turn = handed_in_with_a_pass(client, agent, [{"role": "user", "content": "I like tea."}])
+    assert (turn["status"], turn["stop_reason"]) == ("completed", "end_turn")
+    [result] = tool_results(turn)
+    assert result["ok"] and "Unknown references '²', '١' ignored" in result["result"], result
+    facts = {p["content"]: p["sources"] for p in client.get(f"/v1/agents/{agent['id']}/archival").json()["items"]}
+    assert facts == {"The user likes tea.": ids}
+
+
 def test_a_chat_turns_agent_stores_facts_without_references(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
     # The agent in a turn has no references in its context: its tool takes none, and what it stores cites nothing.
     llm.reset(
