@@ -73,6 +73,9 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
     agent = keyed.post("/v1/agents", json={"name": "private"}, headers=a).json()
     passage = keyed.post(f"/v1/agents/{agent['id']}/archival", json={"content": "secret"}, headers=a).json()
     job = keyed.post(f"/v1/agents/{agent['id']}/archival/import", json=[{"content": "secret too"}], headers=a).json()
+    said = {"messages": [{"role": "user", "content": "a secret line"}]}
+    [message_id] = keyed.post(f"/v1/agents/{agent['id']}/messages", json=said, headers=a).json()["message_ids"]
+    keyed.put(f"/v1/agents/{agent['id']}/archival/keys/secret", json={"content": "a keyed secret"}, headers=a)
     spec = keyed.get("/openapi.json").json()
     tried = 0
     for path, operations in spec["paths"].items():
@@ -87,6 +90,8 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
                 memory_id=passage["id"],
                 turn_id=uuid.uuid4(),
                 job_id=job["id"],
+                message_id=message_id,
+                key="secret",
             )
             response = keyed.request(method.upper(), url, json=BODIES.get((method.upper(), path)), headers=b)
             assert response.status_code == 404, (method, path, response.status_code, response.text)
@@ -95,6 +100,8 @@ def test_every_agent_endpoint_hides_other_tenants_agents(keyed: TestClient) -> N
     assert keyed.get("/v1/agents", headers=b).json()["items"] == []
     assert keyed.get(f"/v1/agents/{agent['id']}", headers=a).json()["name"] == "private"  # untouched
     assert keyed.get(f"/v1/agents/{agent['id']}/archival/{passage['id']}", headers=a).status_code == 200
+    assert keyed.get(f"/v1/agents/{agent['id']}/archival/keys/secret", headers=a).json()["content"] == "a keyed secret"
+    assert [m["id"] for m in keyed.get(f"/v1/agents/{agent['id']}/messages", headers=a).json()["items"]] == [message_id]
     with keyed.websocket_connect(f"/v1/agents/{agent['id']}/ws", headers=b) as ws:
         assert ws.receive_json()["code"] == "not_found"
 
