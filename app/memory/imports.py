@@ -138,7 +138,7 @@ async def _still_sourced(
         for p, vector in zip(passages, vectors, strict=True)
         if not p.sources or not gone.issuperset(p.sources)
     ]
-    log.info("import: %d passages not stored, their sources erased since the job was submitted", len(passages) - len(kept))
+    log.info("import: %d passages skipped, their sources erased since the job was submitted", len(passages) - len(kept))
     return [p for p, _ in kept], [vector for _, vector in kept]
 
 
@@ -256,6 +256,7 @@ class ImportWorker:
             await session.execute(delete(ImportItem).where(*_items(key), col(ImportItem.position).in_(positions)))
             job.done += len(items)
             job.duplicates += sum(s.duplicate for s in stored)
+            job.skipped += len(items) - len(passages)
             job.updated_at, job.error, job.attempts, job.retry_at = utcnow(), None, 0, None
         return True
 

@@ -260,8 +260,12 @@ class ImportJobRead(ReadModel):
         "cancelled, or failed (the embedder refused an item, or the same slice failed again and again; see `error`)"
     )
     total: int = Field(description="items in the import")
-    done: int = Field(description="items stored so far (near-duplicates of stored passages included)")
+    done: int = Field(description="items done so far: stored (near-duplicates of stored passages included) or skipped")
     duplicates: int = Field(description="of them, near-duplicates of a stored passage: kept once, not stored again")
+    skipped: int = Field(
+        description="of them, not stored: every source they were drawn from was erased after the job was submitted "
+        "(erasing it would have erased them); a source erased among others is dropped, and its item stored"
+    )
     rate_per_second: float | None = Field(description="items stored per second by the current run; null before it stores any")
     eta_seconds: float | None = Field(description="seconds left at that rate; null without a rate or once finished")
     error: str | None = Field(description="the last failure, if any: retried with growing waits, until the job fails")

@@ -14,7 +14,7 @@ from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory
-from app.memory.imports import ImportWorker, create_job, get_job
+from app.memory.imports import ImportWorker, create_job, describe, get_job
 from app.memory.models import ImportJob, Message
 from app.memory.schemas import MAX_SOURCES, PassageCreate
 from testkit.bulk import JSON_LINES, json_lines
@@ -175,7 +175,8 @@ def test_an_import_job_keeps_its_items_sources_and_refuses_a_bad_one_at_once(cli
 
 def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database_url: str, embedder: Embedder) -> None:
     """Sources are checked when the job is submitted; one erased before the worker reaches its item is dropped, a
-    passage drawn only from erased sources is not stored, and a near-duplicate naming its original drops that one."""
+    passage drawn only from erased sources is not stored (the job counts it skipped), and a near-duplicate naming its
+    original drops that one."""
 
     async def run() -> tuple[ImportJob, dict[str, list[uuid.UUID]], dict[str, uuid.UUID]]:
         engine = db.create_engine(database_url)
@@ -207,7 +208,8 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
             await engine.dispose()
 
     job, stored, ids = asyncio.run(run())
-    assert (job.status, job.done, job.duplicates) == ("done", 3, 1)
+    assert (job.status, job.done, job.duplicates, job.skipped) == ("done", 3, 1, 1)  # skipped: "Max was a puppy in May"
+    assert describe(job).skipped == 1
     assert stored == {"Max is a young dog": [ids["message"]], "Nate has a dog": []}
 
 
