@@ -75,7 +75,7 @@ async def start_import(agent_id: AgentIdDep, request: Request, response: Respons
     state = runtime(request.app)
     passages = parse_passages(await request.body(), request.headers.get("content-type", ""))
     async with transaction(state.sessions) as session:
-        await ArchivalMemory(session, state.embedder).check_sources(agent_id, *(p.sources for p in passages))
+        await ArchivalMemory(session, state.embedder).check_sources(agent_id, *(p.sources for p in passages), itemised=True)
         job = await create_job(session, agent_id, passages)
         read = describe(job)
     state.imports.wake()

@@ -169,7 +169,9 @@ async def add_passages(
             f"POST /v1/agents/{agent_id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
         )
     stored = await archival.add(
-        agent_id, [NewPassage(item.content, item.tags, item.occurred_at, item.sources, item.key) for item in body.items]
+        agent_id,
+        [NewPassage(item.content, item.tags, item.occurred_at, item.sources, item.key) for item in body.items],
+        itemised=True,
     )
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 

@@ -103,6 +103,12 @@ def test_unknown_another_agents_and_its_own_id_are_refused_on_post_and_batch(cli
     refused(client.post(base, json={"content": "The user grows tomatoes!", "sources": [stored["id"]]}), stored["id"], "itself")
     items = [{"content": "fine", "sources": [mine]}, {"content": "bad", "sources": [theirs]}]
     refused(client.post(f"{base}/batch", json={"items": items}), theirs, "item 1:")
+    # A request of items names the item, one alone too; a single passage's request has none to name.
+    refused(client.post(f"{base}/batch", json={"items": items[1:]}), theirs, "item 0:")
+    items = [{"content": "fine", "sources": [mine]}, {"content": "The user grows tomatoes!", "sources": [stored["id"]]}]
+    refused(client.post(f"{base}/batch", json={"items": items}), stored["id"], "item 1:", "itself")
+    single = client.post(base, json={"content": "The user grows tomatoes!", "sources": [stored["id"]]})
+    assert "item" not in single.json()["detail"], single.text
     malformed = client.post(base, json={"content": "A new fact", "sources": ["message-1"]})
     assert malformed.status_code == 422 and "sources.0" in malformed.json()["detail"], malformed.text
     too_many = client.post(base, json={"content": "A new fact", "sources": [mine] * (MAX_SOURCES + 1)})
@@ -158,6 +164,7 @@ def test_an_import_job_keeps_its_items_sources_and_refuses_a_bad_one_at_once(cli
         bad = [*items[:2], {"content": "Nate has a parrot", "sources": [source]}]
         refused(client.post(path, content=json_lines(bad), headers=JSON_LINES), source, "item 2:")
         refused(client.post(path, json=bad), source, "item 2:")  # a JSON array alike
+        refused(client.post(path, json=bad[2:]), source, "item 0:")  # an import of one item names it too
     assert passages(client, agent) == [client.get(f"/v1/agents/{agent['id']}/archival/{stored['id']}").json()]
 
     started = client.post(path, content=json_lines(items), headers=JSON_LINES)

@@ -66,16 +66,18 @@ class ArchivalMemory:
         exclude: Sequence[uuid.UUID] = (),
         vectors: list[list[float]] | None = None,
         own_source: Literal["refuse", "drop"] = "refuse",
+        itemised: bool = False,
     ) -> list[Stored]:
         """Embed and store passages; a near-duplicate of a current (or earlier in the batch) passage is not stored
         again, and its original is returned instead (never one of `exclude`). `vectors`: the contents' embeddings,
         when the caller computed them before its transaction (an import job). A near-duplicate naming its original
         among its sources is refused (422), or that source dropped (`own_source="drop"`: an import job, whose
         sources were checked when it was submitted). A passage with sources and no date of its own is dated when the
-        latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`)."""
+        latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`).
+        `itemised`: the request is a list of items (a batch), which a refusal names, counted from 0."""
         news = [NewPassage(*item) for item in items]
         await self.claim_keys(agent_id, [new.key for new in news if new.key is not None])
-        said = await self.check_sources(agent_id, *(new.sources for new in news))
+        said = await self.check_sources(agent_id, *(new.sources for new in news), itemised=itemised)
         if vectors is None:
             vectors = await self.embedder.embed_passages([new.content for new in news])
         neighbours = await self.passages.nearest(
@@ -83,7 +85,7 @@ class ArchivalMemory:
         )
         stored: list[Stored] = []
         fresh: list[ArchivalPassage] = []
-        for new, vector, near in zip(news, vectors, neighbours, strict=True):
+        for position, (new, vector, near) in enumerate(zip(news, vectors, neighbours, strict=True)):
             candidate = ArchivalPassage(
                 agent_id=agent_id,
                 content=new.content,
@@ -105,8 +107,8 @@ class ArchivalMemory:
                 fresh.append(candidate)
             elif original.id in candidate.sources and own_source == "refuse":
                 raise Unprocessable(
-                    f"source {original.id} is the passage itself: the text is that passage's, already stored "
-                    "(a passage is not distilled from itself)"
+                    f"{in_item(position) if itemised else ''}source {original.id} is the passage itself: the text is "
+                    "that passage's, already stored (a passage is not distilled from itself)"
                 )
             elif original.sources and (more := [s for s in candidate.sources if s not in original.sources]):
                 # the same fact drawn again, from more: the stored one stands for those too. One stored as given
@@ -116,13 +118,15 @@ class ArchivalMemory:
         await self.passages.add_all(fresh)
         return stored
 
-    async def check_sources(self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+    async def check_sources(
+        self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID], itemised: bool = False
+    ) -> dict[uuid.UUID, datetime]:
         """When each source was said; refuses (422) one that is not one of this agent's messages or passages, naming
-        it (and, of several items' sources, its item, counted from 0)."""
+        it (and its item, counted from 0, when the request is a list of items: `itemised`)."""
         ids = [s for sources in items for s in sources]
         said = await self.passages.source_times(agent_id, ids)
         if unknown := [i for i in ids if i not in said]:
-            where = "" if len(items) < 2 else f"item {next(i for i, s in enumerate(items) if unknown[0] in s)}: "
+            where = in_item(next(i for i, s in enumerate(items) if unknown[0] in s)) if itemised else ""
             raise Unprocessable(f"{where}source {unknown[0]} is not a message or passage of this agent")
         return said
 
@@ -192,6 +196,11 @@ class ArchivalMemory:
         """Delete a passage, and the passages drawn from it alone (app/memory/erasure.py); the passages they
         superseded are current again."""
         return await erase_passage(self.passages.session, agent_id, passage_id)
+
+
+def in_item(position: int) -> str:
+    """How a refusal names the item of a list of them (a batch, an import) it is about."""
+    return f"item {position}: "
 
 
 def normalise_tags(tags: list[str]) -> list[str]:
