@@ -6,7 +6,7 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from app.api.deps import AgentDep, AgentIdDep, ArchivalMemoryDep, CoreMemoryDep, RecallMemoryDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
-from app.chat.forgetting import forget_message as forget
+from app.chat.forgetting import forget_message
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.archival.service import NewPassage
 from app.memory.archival.validity import Validity
@@ -283,13 +283,13 @@ async def list_messages(
         },
     },
 )
-async def forget_message(agent_id: AgentIdDep, message_id: uuid.UUID, request: Request) -> MessageErasureRead:
+async def delete_message(agent_id: AgentIdDep, message_id: uuid.UUID, request: Request) -> MessageErasureRead:
     """Forget one message: it leaves recall memory (its text, vector and word statistics: no search finds it) and the
     agent's context, with the passages drawn from it alone (`sources`, down the chain; one drawn also from something
     else stays, without it). An assistant's message takes the results of its tool calls along. Its turn's record and
     later search results that quoted it say `[erased]` instead; a running summary that may quote it is replaced by a
     pointer to recall memory. Waits for a running turn or memory pass of the agent to end. Answers what went with it."""
-    forgotten = await forget(runtime(request.app).turn_streams.turns, agent_id, message_id)
+    forgotten = await forget_message(runtime(request.app).turn_streams.turns, agent_id, message_id)
     erased = forgotten.erased
     return MessageErasureRead(
         id=message_id,

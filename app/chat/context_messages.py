@@ -63,9 +63,7 @@ class KeptContexts:
         self._max_messages = max_messages
         self._held = 0
 
-    async def since(
-        self, session: AsyncSession, agent_id: uuid.UUID, start_seq: int, changed_at: datetime | None = None
-    ) -> ContextMessages:
+    async def since(self, session: AsyncSession, agent_id: uuid.UUID, start_seq: int, changed_at: datetime) -> ContextMessages:
         """The agent's messages with seq >= start_seq, reading only those after the ones kept (all of them when
         `changed_at`, the agent's updated_at, is not the one they were kept under)."""
         kept = self._agents.pop(agent_id, None)

@@ -230,7 +230,7 @@ class MessageRead(ReadModel):
     score: float | None = Field(default=None, description="searches only")
 
 
-class PassageErasureRead(BaseModel):
+class ErasureRead(BaseModel):  # what an erasure took along (app/memory/erasure.py)
     id: uuid.UUID = Field(description="what was erased")
     erased_passages: list[uuid.UUID] = Field(
         description="passages drawn from it alone (their sources all erased), or from one of those, down the chain: "
@@ -241,7 +241,11 @@ class PassageErasureRead(BaseModel):
     )
 
 
-class MessageErasureRead(PassageErasureRead):
+class PassageErasureRead(ErasureRead):  # DELETE …/archival/{id}, …/archival/keys/{key}
+    pass
+
+
+class MessageErasureRead(ErasureRead):  # DELETE …/messages/{id}
     erased_messages: list[uuid.UUID] = Field(
         description="every message erased: this one and, for an assistant's, the results of its tool calls (a call's "
         "result cannot stay without it); passages drawn from any of them count in `erased_passages`"

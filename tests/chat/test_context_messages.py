@@ -3,6 +3,7 @@ the last one, and sees what any process wrote, exactly as a fresh read would."""
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 
 from app import db
 from app.agents.models import Agent
@@ -15,6 +16,8 @@ from app.memory.recall.service import RecallMemory
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.service import checked_client
+
+UNCHANGED = datetime(2024, 1, 1, tzinfo=UTC)  # the agents' updated_at as the contexts are kept: no message erased
 
 
 def user_lines(request: dict) -> list[str]:
@@ -52,7 +55,7 @@ def test_a_step_reads_only_what_was_written_since_and_equals_a_fresh_read(databa
 
         async def since(kept: KeptContexts, start: int) -> list[Message]:
             async with sessions() as session:
-                return (await kept.since(session, agent_id, start)).messages
+                return (await kept.since(session, agent_id, start, UNCHANGED)).messages
 
         try:
             async with db.transaction(sessions) as session:
@@ -95,7 +98,7 @@ def test_agents_least_recently_read_are_let_go_beyond_the_bound(database_url: st
 
             async def first_message(agent_id: uuid.UUID) -> Message:
                 async with sessions() as session:  # a session of its own: a row read again is a new object
-                    return (await kept.since(session, agent_id, 0)).messages[0]
+                    return (await kept.since(session, agent_id, 0, UNCHANGED)).messages[0]
 
             read = [await first_message(agent_id) for agent_id in agents]
             # 12 messages over a bound of 8: the first agent was let go, the two others are still kept
@@ -124,12 +127,12 @@ def test_what_was_kept_survives_the_rollback_of_the_read_that_kept_it(database_u
                     await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content=content))
             kept = KeptContexts()
             async with sessions() as session:
-                await kept.since(session, agent_id, 0)
+                await kept.since(session, agent_id, 0, UNCHANGED)
                 await session.rollback()
             async with db.transaction(sessions) as session:
                 await RecallMemory(session).add(Message(agent_id=agent_id, role="user", content="c"))
             async with sessions() as session:
-                assert [m.content for m in (await kept.since(session, agent_id, 0)).messages] == ["a", "b", "c"]
+                assert [m.content for m in (await kept.since(session, agent_id, 0, UNCHANGED)).messages] == ["a", "b", "c"]
         finally:
             await engine.dispose()
 
