@@ -146,6 +146,7 @@ class ImportJob(BaseModel):
     total: int
     done: int
     duplicates: int
+    skipped: int  # of `done`, items not stored: every source they cited was erased before they were reached
     rate_per_second: float | None
     eta_seconds: float | None
     error: str | None

@@ -318,14 +318,14 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Forget Message
+         * Delete Message
          * @description Forget one message: it leaves recall memory (its text, vector and word statistics: no search finds it) and the
          *     agent's context, with the passages drawn from it alone (`sources`, down the chain; one drawn also from something
          *     else stays, without it). An assistant's message takes the results of its tool calls along. Its turn's record and
          *     later search results that quoted it say `[erased]` instead; a running summary that may quote it is replaced by a
          *     pointer to recall memory. Waits for a running turn or memory pass of the agent to end. Answers what went with it.
          */
-        delete: operations["forget_message_v1_agents__agent_id__messages__message_id__delete"];
+        delete: operations["delete_message_v1_agents__agent_id__messages__message_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1546,7 +1546,7 @@ export interface components {
             total: number;
             /**
              * Done
-             * @description items stored so far (near-duplicates of stored passages included)
+             * @description items done so far: stored (near-duplicates of stored passages included) or skipped
              */
             done: number;
             /**
@@ -1554,6 +1554,11 @@ export interface components {
              * @description of them, near-duplicates of a stored passage: kept once, not stored again
              */
             duplicates: number;
+            /**
+             * Skipped
+             * @description of them, not stored: every source they were drawn from was erased after the job was submitted (erasing it would have erased them); a source erased among others is dropped, and its item stored
+             */
+            skipped: number;
             /**
              * Rate Per Second
              * @description items stored per second by the current run; null before it stores any
@@ -5479,7 +5484,7 @@ export interface operations {
             };
         };
     };
-    forget_message_v1_agents__agent_id__messages__message_id__delete: {
+    delete_message_v1_agents__agent_id__messages__message_id__delete: {
         parameters: {
             query?: never;
             header?: never;
