@@ -77,10 +77,6 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 # the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
 EVIDENT_RATIO = 0.0
 COMPANY_RATIO = 0.5
-# A fact and the lines it was drawn from (its sources) among the hits: the fact goes where either would, the lines
-# stay out. A fact says in 90 characters what its lines say in 120 to 300, and LoCoMo's lines never added enough to
-# be worth their characters: a line that holds one, two or three terms of the query its fact lacks, let in after it,
-# handed over less evidence at every budget (bench/README.md, "Facts with their sources").
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
 # One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/excerpt.py): at
 # 1,500 characters, 330 (a fixed 600 before). Chosen with bench/recollection.py on the three sets at once, an evidence
@@ -199,7 +195,9 @@ def select(
     that fits (the first is cut to fit); a reply of at most `questioned` characters comes with the question it
     answers (`Recollection.answers`, one of `hits`) when both fit; a text already chosen, or one of `repeats` (the
     message being answered), is not repeated. With `facts`, a fact goes where it or one of its sources (the lines
-    it was drawn from, among `hits`) would, and they stay out: one of them carries what both tell."""
+    it was drawn from, among `hits`) would, and they stay out: one of them carries what both tell, and the fact in
+    fewer characters (a source line let in after its fact where it holds terms of the query the fact lacks handed over
+    less evidence at every budget: bench/README.md, "Facts with their sources")."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
