@@ -202,8 +202,7 @@ def fitted_transcript(said: Sequence[Message], budget_tokens: int) -> list[str]:
     lines: list[str] = []
     used = 0
     for position, message in enumerate(said, 1):
-        text = message.recall_text()[:MESSAGE_CHARS]
-        line = f"[{reference(position)}] [{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {text}"
+        line = f"[{reference(position)}] {tools.said_line(message, MESSAGE_CHARS)}"
         used += estimate_tokens(line)
         if lines and used > budget_tokens:
             break

@@ -199,9 +199,10 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
     return f"{len(page)} current archival memories, dated when they happened (page {args.page}):\n" + "\n".join(lines)
 
 
-def said_line(message: Message) -> str:
-    """A message as conversation_search quotes it (erasing the message erases its quotes: app/chat/forgetting.py)."""
-    return f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()}"
+def said_line(message: Message, chars: int | None = None) -> str:
+    """A message as conversation_search quotes it (erasing the message erases its quotes: app/chat/forgetting.py) and
+    a memory pass's transcript shows it (its first `chars` characters)."""
+    return f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()[:chars]}"
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
