@@ -12,7 +12,8 @@ lint:
 	ruff format --check $(CODE)
 	lint-imports
 
-# mypy --strict over app/, testkit/, bench/ and the Python client (pyproject.toml's [tool.mypy]).
+# mypy --strict over app/, testkit/, bench/ and the Python client, and over tests/ but for what a test needs
+# (pyproject.toml's [tool.mypy]).
 types:
 	mypy
 

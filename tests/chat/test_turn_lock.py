@@ -17,6 +17,7 @@ def test_a_free_lock_is_taken_and_released_in_two_statements(database_url: str) 
         try:
             async with engine.connect() as conn:  # the one pooled connection, whose statements are logged
                 driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None  # asyncpg's connection
             sent: list[str] = []  # by the driver itself: the ping, and BEGIN / COMMIT if there were any
             driver.add_query_logger(lambda logged: sent.append(logged.query))
             statements: list[str] = []  # through SQLAlchemy (prepared statements, which the driver does not log)

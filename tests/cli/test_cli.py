@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app.cli import client as cli_client
 from app.cli import main, terminal
@@ -26,7 +27,7 @@ from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.service_process import running_service
 from tests.support import DATA
 from tests.support.database import create_database
-from tests.support.service import Cli, checked_client, forget_agents_named
+from tests.support.service import Cli, checked_client, cli_api, forget_agents_named
 
 
 def in_order(output: str, *parts: str) -> None:
@@ -61,7 +62,7 @@ def test_chat_prints_each_step_in_order(cli: Cli, agent: dict, llm: ScriptedLLM,
     assert "send_message" not in out  # the reply streamed (message_delta events), so its call was not repeated
 
 
-def test_chat_process_against_a_running_service(postgres_server: object, llm: ScriptedLLM) -> None:
+def test_chat_process_against_a_running_service(postgres_server: PostgresServer, llm: ScriptedLLM) -> None:
     """Two real processes: `engram chat` streams a turn from `engram serve`, which drives the scripted LLM."""
     env = {
         "DATABASE_URL": create_database(postgres_server, f"engram_cli_{uuid.uuid4().hex[:8]}"),
@@ -287,7 +288,7 @@ def test_import_over_the_request_limit_says_what_to_do(
 
         @contextmanager
         def connect(args: object) -> Iterator[cli_client.Api]:
-            yield cli_client.Api(small, "http://testserver")
+            yield cli_api(small)
 
         monkeypatch.setattr(cli_client, "connect", connect)
         with pytest.raises(SystemExit, match="over the server's request limit .*ENGRAM_MAX_REQUEST_BYTES.*--no-embeddings"):

@@ -9,6 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from pgserver.postgres_server import PostgresServer
 
 from testkit.scripted_llm import free_port
 from tests.support.cli import engram, refused
@@ -43,12 +44,12 @@ def test_files_that_cannot_be_read_or_written(tmp_path: Path) -> None:
     refused(engram("export", "Hana", "-o", str(tmp_path / "no" / "such" / "x.json"), **nowhere), "No such file or directory")
 
 
-def test_settings_and_databases_that_do_not_work(postgres_server: object) -> None:
+def test_settings_and_databases_that_do_not_work(postgres_server: PostgresServer) -> None:
     refused(engram("migrate", ENGRAM_ADMIN_KEY="short"), "invalid settings: ENGRAM_ADMIN_KEY: String should have at least 24")
     refused(engram("migrate", DATABASE_URL="mysql://db/engram"), "DATABASE_URL must be a PostgreSQL URL")
     closed = f"postgresql://engram:pw@127.0.0.1:{free_port()}/engram"
     refused(engram("keys", "create", "--tenant", "acme", DATABASE_URL=closed), "cannot reach the database", "DATABASE_URL")
-    missing = postgres_server.get_uri("no_such_database")  # type: ignore[attr-defined]
+    missing = postgres_server.get_uri("no_such_database")
     refused(engram("migrate", DATABASE_URL=missing), "the database refused", "no_such_database")
 
 

@@ -15,6 +15,7 @@ from app.runtime import runtime
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import run_sql
+from tests.support.service import app_of
 
 # Copied to every node: small, written rarely, and referred to by the distributed tables. `agents` is one: its
 # unique (tenant, name) spans agents, and a turn reads it but seldom writes it (a summary, the context's start).
@@ -137,7 +138,7 @@ def test_every_statement_of_a_turn_on_a_distributed_table_names_its_agent(
         tools(call("conversation_search", query="Kyoto")),
         tools(call("send_message", text="Noted: Kyoto.")),
     )
-    engine = runtime(client.app).engine.sync_engine
+    engine = runtime(app_of(client)).engine.sync_engine
     event.listen(engine, "before_cursor_execute", note)
     try:
         turn = chat(client, agent, "I moved to Kyoto in May.")

@@ -7,11 +7,17 @@ import time
 import uuid
 from contextlib import AsyncExitStack
 
+from pgserver.postgres_server import PostgresServer
+from sqlalchemy.pool import QueuePool
+
 from app import db
+from app.llm.embeddings import Embedder
 from app.main import create_app
+from app.runtime import runtime
 from app.settings import E5_DIM
+from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import create_database, run_sql
-from tests.support.service import checked_client, scripted_settings
+from tests.support.service import app_of, checked_client, portal, scripted_settings
 
 POOL = 6
 
@@ -32,24 +38,27 @@ def settled_backends(url: str, database: str, expected: int, seconds: float = 10
     return count
 
 
-def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connections(postgres_server, llm, embedder) -> None:
+def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connections(
+    postgres_server: PostgresServer, llm: ScriptedLLM, embedder: Embedder
+) -> None:
     database = f"engram_pool_{uuid.uuid4().hex[:8]}"
     url = create_database(postgres_server, database)
     db.run_migrations(url, E5_DIM)
     with checked_client(create_app(scripted_settings(url, llm, db_pool_size=POOL), embedder=embedder)) as client:
         expected = POOL + 1  # and the event relay's own LISTEN connection, which it opens once started
         assert settled_backends(url, database, expected) == expected
-        pool = client.app.state.runtime.engine.pool
+        pool = runtime(app_of(client)).engine.pool
+        assert isinstance(pool, QueuePool)  # app/db.py's engine: a queue of connections
         # the relay holds none of them (a background task may hold one at this moment; the count is the pool's)
         assert pool.checkedin() + pool.checkedout() == POOL
 
         async def burst() -> None:  # twice the pool in use at once: overflow connections are opened
             async with AsyncExitStack() as held:
                 for _ in range(2 * POOL):
-                    conn = await held.enter_async_context(client.app.state.runtime.engine.connect())
+                    conn = await held.enter_async_context(runtime(app_of(client)).engine.connect())
                     await conn.exec_driver_sql("SELECT 1")
 
-        client.portal.call(burst)
+        portal(client).call(burst)
         assert settled_backends(url, database, expected) == expected
         assert client.get("/readyz").status_code == 200
 
@@ -61,6 +70,7 @@ def test_a_pooled_connection_is_pinged_in_one_round_trip_and_replaced_when_its_b
             async with engine.connect() as conn:
                 pid = (await conn.exec_driver_sql("SELECT pg_backend_pid()")).scalar()
                 driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None  # asyncpg's connection
             sent: list[str] = []
             driver.add_query_logger(lambda logged: sent.append(logged.query))
             async with engine.connect() as conn:  # the same pooled connection (one in the pool)

@@ -5,10 +5,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pgserver
 import pytest
+from pgserver.postgres_server import PostgresServer, get_server
 
 from app import db
 from testkit.scripted_llm import ScriptedLLM
@@ -16,21 +19,18 @@ from testkit.service_process import start_service, stop_service
 
 
 @pytest.fixture
-def own_postgres():  # type: ignore[no-untyped-def]
-    import pgserver
-
-    server = pgserver.get_server(Path(tempfile.mkdtemp(prefix="engram-outage-")) / "pgdata", cleanup_mode="delete")
+def own_postgres() -> Iterator[PostgresServer]:
+    server = get_server(Path(tempfile.mkdtemp(prefix="engram-outage-")) / "pgdata", cleanup_mode="delete")
     yield server
     server.cleanup()
 
 
-def stop_postgres(server) -> None:  # type: ignore[no-untyped-def]
-    import pgserver
+def stop_postgres(server: PostgresServer) -> None:
+    # pg_ctl is one of the functions pgserver makes at import, one per binary it ships: invisible to mypy
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)  # type: ignore[attr-defined]
 
-    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
 
-
-def test_requests_get_503_while_the_database_is_down_and_recover_alone(own_postgres, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+def test_requests_get_503_while_the_database_is_down_and_recover_alone(own_postgres: PostgresServer, llm: ScriptedLLM) -> None:
     url = db.asyncpg_url(own_postgres.get_uri())
     env = {"DATABASE_URL": url, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "t", "ENGRAM_LLM_MODEL": "scripted"}
     process, base = start_service(env)

@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 from alembic.config import Config
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy.exc import DBAPIError
 
 from alembic import command
@@ -74,7 +75,7 @@ def partitioned(url: str) -> dict[str, int]:
 
 
 @pytest.fixture
-def stored(postgres_server: object) -> str:
+def stored(postgres_server: PostgresServer) -> str:
     url = create_database(postgres_server, f"engram_move_{uuid.uuid4().hex[:8]}")
     migrate(url, BEFORE)
     run_sql(url, FILL, {"tenant": DEFAULT_TENANT_ID, "tag": "a"})
@@ -140,7 +141,7 @@ def test_a_move_cut_short_goes_on_replays_what_changed_and_comes_back_on_downgra
     assert fingerprint(url) == after_upgrade
 
 
-def test_the_number_of_partitions_changes_by_migrating_down_and_up_again(postgres_server: object) -> None:
+def test_the_number_of_partitions_changes_by_migrating_down_and_up_again(postgres_server: PostgresServer) -> None:
     """What docs/scaling.md tells an operator to run: `engram migrate --down-to …`, then `engram migrate` with the new
     ENGRAM_PARTITIONS."""
     url = create_database(postgres_server, f"engram_repartition_{uuid.uuid4().hex[:8]}")

@@ -6,12 +6,12 @@ import concurrent.futures
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pgserver
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer, get_server
 
 from app import db
 from app.llm.embeddings import Embedder
@@ -22,21 +22,21 @@ from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.standby import Standby
 from tests.support.chat import chat
 from tests.support.database import create_database
-from tests.support.service import checked_client, scripted_settings
+from tests.support.service import app_of, checked_client, scripted_settings
 
 MAX_LAG_SECONDS = 0.4
 
 
 @pytest.fixture(scope="module")
-def primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def primary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     """A primary of its own: the standby copies all of it, and replay is paused on it."""
-    server = pgserver.get_server(tmp_path_factory.mktemp("primary") / "pgdata", cleanup_mode="delete")
+    server = get_server(tmp_path_factory.mktemp("primary") / "pgdata", cleanup_mode="delete")
     yield server
     server.cleanup()
 
 
 @pytest.fixture(scope="module")
-def database(primary: object) -> str:
+def database(primary: PostgresServer) -> str:
     name = f"engram_replicated_{uuid.uuid4().hex[:8]}"
     url = create_database(primary, name)
     db.run_migrations(url, E5_DIM)
@@ -44,17 +44,19 @@ def database(primary: object) -> str:
 
 
 @pytest.fixture(scope="module")
-def standby(primary: object, database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standby]:
-    socket_dir = str(Path(primary.pgdata))  # type: ignore[attr-defined]  # pgserver's socket is in its data directory
+def standby(primary: PostgresServer, database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standby]:
+    socket_dir = str(Path(primary.pgdata))  # pgserver's socket is in its data directory
     replica = Standby(socket_dir, tmp_path_factory.mktemp("standby")).create()
     yield replica
     replica.stop("immediate")
 
 
 @pytest.fixture
-def client(primary: object, database: str, standby: Standby, embedder: Embedder, llm: ScriptedLLM) -> Iterator[TestClient]:
+def client(
+    primary: PostgresServer, database: str, standby: Standby, embedder: Embedder, llm: ScriptedLLM
+) -> Iterator[TestClient]:
     llm.reset()
-    settings = scripted_settings(db.asyncpg_url(primary.get_uri(database)), llm).model_copy(  # type: ignore[attr-defined]
+    settings = scripted_settings(db.asyncpg_url(primary.get_uri(database)), llm).model_copy(
         update={"database_replica_urls": [standby.url(database)], "replica_max_lag_seconds": MAX_LAG_SECONDS}
     )
     with checked_client(create_app(settings, embedder=embedder)) as test_client:
@@ -79,7 +81,7 @@ def replica_status(client: TestClient) -> dict:
     return status
 
 
-def wait_until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+def wait_until(condition: Callable[[], object], seconds: float = 10.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -218,7 +220,7 @@ def test_a_read_its_replica_fails_is_answered_by_the_primary(client: TestClient,
     agent_id = new_agent_with_passages(client, "The user's brother is a pilot.")
     time.sleep(2 * MAX_LAG_SECONDS)
     wait_until(lambda: replica_status(client)["usable"])
-    replicas = runtime(client.app).replicas
+    replicas = runtime(app_of(client)).replicas
     assert replicas is not None and replicas._task is not None
     replicas._task.cancel()  # no more checks: only the request itself can find the standby gone
     standby.stop()
@@ -305,7 +307,7 @@ def test_a_replica_whose_checks_stall_is_not_used_past_the_staleness_bound(clien
     agent_id = new_agent_with_passages(client, "The user's aunt keeps bees.")
     time.sleep(2 * MAX_LAG_SECONDS)
     wait_until(lambda: replica_status(client)["usable"])
-    replicas = runtime(client.app).replicas
+    replicas = runtime(app_of(client)).replicas
     assert replicas is not None and replicas._task is not None
     replicas._task.cancel()
     time.sleep(replicas.staleness_bound_seconds)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app import db, readiness
 from app.llm.embeddings import Embedder
@@ -82,7 +83,7 @@ def test_not_ready_while_warming_up_and_ready_once_warm(
 
 @pytest.mark.usefixtures("cohorts_not_embedded")
 def test_an_embedding_endpoint_down_at_the_start_leaves_the_service_up_and_not_ready_until_it_is_back(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = create_database(postgres_server, f"engram_ready_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, EMBEDDING_DIM)

@@ -118,7 +118,8 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
 ) -> None:
     slow = Holding(embedder, queries=lambda _: True)
     held: dict[str, int] = {}
-    assert settings.database_url
+    database_url = settings.database_url
+    assert database_url
     with checked_client(create_app(settings, embedder=slow)) as client:
         agent = client.post("/v1/agents", json={"name": f"mcp reader {uuid.uuid4().hex[:8]}"}).json()
         assert client.post(f"/v1/agents/{agent['id']}/archival", json={"content": "My sister lives in Osaka."}).status_code == 201
@@ -131,7 +132,7 @@ def test_the_mcp_tools_that_search_hold_no_transaction_while_their_query_is_embe
                     called = asyncio.create_task(use(session, tool, agent_id=agent["id"], query="Where does my sister live?"))
                     try:
                         assert await asyncio.to_thread(slow.asked.wait, 10)
-                        held[tool] = await _idle_in_transaction(settings.database_url)
+                        held[tool] = await _idle_in_transaction(database_url)
                     finally:
                         slow.released.set()
                     assert await called

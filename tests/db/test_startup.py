@@ -14,6 +14,7 @@ import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import text
 
 from app import db
@@ -27,7 +28,7 @@ from tests.support.database import create_database
 from tests.support.service import checked_client
 
 
-def test_engram_migrate_creates_the_schema(postgres_server: object) -> None:
+def test_engram_migrate_creates_the_schema(postgres_server: PostgresServer) -> None:
     url = create_database(postgres_server, f"engram_migrate_{uuid.uuid4().hex[:8]}")
     result = subprocess.run(
         [sys.executable, "-m", "app.cli", "migrate"],
@@ -115,7 +116,7 @@ def test_a_second_turn_waits_for_the_first_then_gets_409(settings: Settings, emb
         assert elsewhere.status_code == 200 and elsewhere.json()["reply"] == "other agent"
 
 
-def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedder: Embedder) -> None:
+def test_engram_keys_create_issues_a_working_key(postgres_server: PostgresServer, embedder: Embedder) -> None:
     url = create_database(postgres_server, f"engram_keys_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
     result = subprocess.run(
@@ -132,7 +133,9 @@ def test_engram_keys_create_issues_a_working_key(postgres_server: object, embedd
         assert client.get("/v1/agents", headers={"X-API-Key": key}).status_code == 200
 
 
-def test_engram_reembed_moves_memory_to_another_embedder(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
+def test_engram_reembed_moves_memory_to_another_embedder(
+    postgres_server: PostgresServer, embedder: Embedder, llm: ScriptedLLM
+) -> None:
     url = create_database(postgres_server, f"engram_reembed_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, 384)
     with checked_client(create_app(Settings(database_url=url), embedder=embedder)) as client:

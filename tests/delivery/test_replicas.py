@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import text
 from websockets.sync.client import connect
 
@@ -45,7 +46,7 @@ def query(url: str, sql: str, **params: Any) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def replicas(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[str, list[str]]]:
+def replicas(postgres_server: PostgresServer, llm: ScriptedLLM) -> Iterator[tuple[str, list[str]]]:
     url = create_database(postgres_server, f"engram_replicas_{uuid.uuid4().hex[:8]}")
     env = {
         "DATABASE_URL": url,
@@ -125,7 +126,7 @@ def test_one_idempotency_key_sent_five_times_at_once_runs_one_turn(replicas: tup
 
 
 def test_a_process_killed_mid_turn_leaves_an_interrupted_turn_and_a_usable_agent(
-    postgres_server: object, llm: ScriptedLLM
+    postgres_server: PostgresServer, llm: ScriptedLLM
 ) -> None:
     url = create_database(postgres_server, f"engram_kill_{uuid.uuid4().hex[:8]}")
     env = {

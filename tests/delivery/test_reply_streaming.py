@@ -4,12 +4,12 @@ through the real `openai` client, as an endpoint would."""
 
 import json
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.chat.events import MessageDelta, MessageEvent, ReplyPieces
+from app.chat.events import Event, MessageDelta, MessageEvent, ReplyPieces
 from app.delivery.hub import WatcherQueue
 from testkit.scripted_llm import ScriptedLLM, call, cut, paused, tools
 from tests.support.chat import chat
@@ -186,7 +186,7 @@ def test_a_slow_watcher_gets_the_deltas_joined(agent: dict) -> None:
     for seq, (call_id, text) in enumerate([("a", "One "), ("a", "two "), ("a", "three"), ("b", "Next")]):
         queue.put_nowait(MessageDelta(**ids, seq=seq, step=1, call_id=call_id, text=text))
     queue.put_nowait(MessageEvent(**ids, seq=4, step=1, text="One two three"))
-    waiting = [queue.get_nowait() for _ in range(queue.qsize())]
+    waiting = cast(list[Event], [queue.get_nowait() for _ in range(queue.qsize())])  # no None: nothing closed it
     assert [(e.type, getattr(e, "text", None), e.seq) for e in waiting] == [
         ("message_delta", "One two three", 2),
         ("message_delta", "Next", 3),

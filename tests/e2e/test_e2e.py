@@ -4,6 +4,7 @@ import json
 import uuid
 
 import httpx
+from pgserver.postgres_server import PostgresServer
 from websockets.sync.client import connect
 
 from testkit.scripted_llm import ScriptedLLM, call, last_tool_result, tools
@@ -26,7 +27,7 @@ def chat_watched(base: str, agent_id: str, message: str) -> tuple[dict, list[dic
     return turn, [e for e in seen if e["type"] != "message_delta"]
 
 
-def test_story_against_the_running_service(postgres_server: object, llm: ScriptedLLM) -> None:
+def test_story_against_the_running_service(postgres_server: PostgresServer, llm: ScriptedLLM) -> None:
     database = create_database(postgres_server, f"engram_e2e_{uuid.uuid4().hex[:8]}")
     env = {
         "DATABASE_URL": database,

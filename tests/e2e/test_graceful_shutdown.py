@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from pgserver.postgres_server import PostgresServer
 
 from testkit.scripted_llm import ScriptedLLM, call, slow, tools
 from testkit.service_process import running_service, start_service, stop_service
@@ -40,7 +41,7 @@ def service_env(database: str, llm: ScriptedLLM, *, grace: float, notice: float)
 
 
 def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the_grace(
-    postgres_server: object, llm: ScriptedLLM
+    postgres_server: PostgresServer, llm: ScriptedLLM
 ) -> None:
     database = create_database(postgres_server, f"engram_drain_{uuid.uuid4().hex[:8]}")
     env = service_env(database, llm, grace=GRACE_SECONDS, notice=NOTICE_SECONDS)
@@ -102,7 +103,7 @@ def test_sigterm_under_load_finishes_turns_refuses_new_work_and_exits_within_the
             assert "too late" not in said
 
 
-def test_a_turn_outlasting_the_grace_gets_a_json_error_naming_it(postgres_server: object, llm: ScriptedLLM) -> None:
+def test_a_turn_outlasting_the_grace_gets_a_json_error_naming_it(postgres_server: PostgresServer, llm: ScriptedLLM) -> None:
     """Past the grace the turns still running are stopped: their clients get the JSON error shape with the turn's id
     (the message is stored with it), not a bare 500."""
     database = create_database(postgres_server, f"engram_stopped_{uuid.uuid4().hex[:8]}")

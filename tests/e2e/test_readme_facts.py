@@ -64,7 +64,7 @@ def test_the_readme_facts_are_stored_with_the_lines_they_came_from_and_run_again
     llm.reset(*(text(reply) for reply in REPLIES), *first_pass, *again)
     with Served(settings, embedder) as served, served.api() as api:
         # Tests share one database, and the quickstart's test runs the same script: its agent goes before and after.
-        forget_agents_named(api, AGENT)  # type: ignore[arg-type]
+        forget_agents_named(api, AGENT)
         env = {**os.environ, "ENGRAM_URL": served.url, "OPENAI_BASE_URL": llm.url, "OPENAI_API_KEY": "scripted", "MODEL": "m"}
         try:
             runs = [
@@ -75,7 +75,7 @@ def test_the_readme_facts_are_stored_with_the_lines_they_came_from_and_run_again
             facts = api.get(f"/v1/agents/{agent['id']}/archival").json()["items"]
             listed = api.get(f"/v1/agents/{agent['id']}/messages", params={"limit": 50}).json()["items"]
         finally:
-            forget_agents_named(api, AGENT)  # type: ignore[arg-type]
+            forget_agents_named(api, AGENT)
     said = {m["id"]: m["content"] for m in listed}
 
     for run in runs:

@@ -44,6 +44,7 @@ def test_the_readme_quickstart_hands_the_model_what_it_was_told_and_runs_again(
             agent = agents[0]["id"]
             said = api.get(f"/v1/agents/{agent}/messages", params={"limit": 50}).json()["items"]
             stored = "SELECT external_id, role, content FROM messages WHERE agent_id = :a ORDER BY seq"
+            assert settings.database_url
             rows = run_sql(settings.database_url, stored, {"a": uuid.UUID(agent)})
             # a retried hand-in (the first exchange again, under the ids the script gave it) is not stored again
             retried = [{"role": role, "content": content, "id": given} for given, role, content in rows[:2]]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pgserver.postgres_server import PostgresServer
 
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from testkit.service_process import running_service
@@ -62,7 +63,7 @@ def operation_counts() -> tuple[int, int, int]:
 
 @pytest.mark.skipif(shutil.which("schemathesis") is None, reason="schemathesis is not installed (pip install -e '.[dev]')")
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
-    postgres_server: object, llm: ScriptedLLM, tmp_path: Path
+    postgres_server: PostgresServer, llm: ScriptedLLM, tmp_path: Path
 ) -> None:
     url = create_database(postgres_server, f"engram_fuzz_{uuid.uuid4().hex[:8]}")
     llm.reset(

@@ -1,6 +1,8 @@
 """The prototype's story in Japanese, in-process: name → core memory, preference → archival memory, a restart,
 the preference found again by an archival search, a name change that rewrites core memory and keeps history."""
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 
 from app.llm.embeddings import Embedder
@@ -62,7 +64,7 @@ def test_websocket_streams_events_in_order(client: TestClient, agent: dict, llm:
     )
     with client.websocket_connect(f"/v1/agents/{agent['id']}/ws") as ws:
         ws.send_json({"type": "chat", "message": "I like WebSockets"})
-        live = []
+        live: list[dict[str, Any]] = []
         while not live or live[-1]["type"] != "turn_completed":
             live.append(ws.receive_json())
         events = [e for e in live if e["type"] != "message_delta"]  # the reply as it was written: live only

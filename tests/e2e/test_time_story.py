@@ -144,7 +144,7 @@ def test_export_and_import_keep_dates_and_validity(client: TestClient, agent: di
         assert p["occurred_at"] == p["created_at"] and p["superseded_by"] is None
 
     # Validity that does not hold together is refused, naming it.
-    broken = [
+    broken: list[tuple[dict[str, Any], str]] = [
         ({"valid_until": None}, "valid_until and superseded_by"),
         ({"superseded_by": "00000000-0000-0000-0000-000000000000"}, "not one of the document's passages"),
         ({"occurred_at": "in spring"}, "passages.0.occurred_at"),

@@ -8,6 +8,9 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 from letta_client import NotFoundError
+from letta_client.types import ToolReturnMessage
+from letta_client.types.agents import AssistantMessage, ReasoningMessage, SystemMessage, ToolCall, ToolCallMessage, UserMessage
+from letta_client.types.agents.letta_streaming_response import LettaUsageStatistics
 
 from testkit.scripted_llm import ScriptedLLM, call, held, text, tools
 from tests.support import DATA
@@ -54,12 +57,16 @@ def test_quickstart(client: TestClient, llm: ScriptedLLM) -> None:
         "assistant_message",
     ]
     reasoning, tool_call, tool_return, reply = response.messages
-    assert reasoning.reasoning == "The user gave their name."  # type: ignore[union-attr]
-    assert tool_call.tool_call.name == "core_memory_replace"  # type: ignore[union-attr]
-    assert json.loads(tool_call.tool_call.arguments)["new"] == "Aiko"  # type: ignore[union-attr]
-    assert tool_return.status == "success"  # type: ignore[union-attr]
-    assert tool_return.tool_call_id == tool_call.tool_call.tool_call_id  # type: ignore[union-attr]
-    assert reply.content == "はじめまして、アイコさん！"  # type: ignore[union-attr]
+    assert isinstance(reasoning, ReasoningMessage) and isinstance(tool_call, ToolCallMessage)
+    assert isinstance(tool_return, ToolReturnMessage) and isinstance(reply, AssistantMessage)
+    assert reasoning.reasoning == "The user gave their name."
+    called = tool_call.tool_call
+    assert isinstance(called, ToolCall)  # whole, not a streamed delta
+    assert called.name == "core_memory_replace"
+    assert json.loads(called.arguments)["new"] == "Aiko"
+    assert tool_return.status == "success"
+    assert tool_return.tool_call_id == called.tool_call_id
+    assert reply.content == "はじめまして、アイコさん！"
     assert response.stop_reason.stop_reason == "end_turn"
     usage = response.usage
     assert usage.step_count == 2 and usage.total_tokens == (usage.prompt_tokens or 0) + (usage.completion_tokens or 0) > 0
@@ -97,8 +104,10 @@ def test_quickstart(client: TestClient, llm: ScriptedLLM) -> None:
         "tool_return_message",
         "assistant_message",
     ]
-    assert conversation[0].content == "私の名前はアイコです"  # type: ignore[union-attr]
-    assert conversation[-1].content == "はじめまして、アイコさん！"  # type: ignore[union-attr]
+    said, replied = conversation[0], conversation[-1]
+    assert isinstance(said, UserMessage) and isinstance(replied, AssistantMessage)
+    assert said.content == "私の名前はアイコです"
+    assert replied.content == "はじめまして、アイコさん！"
     assert conversation[1].id == conversation[2].id != conversation[4].id  # one stored message per step, as in Letta
     newest = sdk.agents.messages.list(agent.id, limit=1).items  # the first page alone
     assert [m.message_type for m in newest] == ["assistant_message"]  # newest first by default
@@ -109,7 +118,7 @@ def test_quickstart(client: TestClient, llm: ScriptedLLM) -> None:
     assert [m.message_type for m in streamed] == ["assistant_message", "stop_reason", "usage_statistics"]
 
     # Deletion: a passage, then the agent.
-    sdk.agents.passages.delete(ramen[0].id, agent_id=agent.id)  # type: ignore[arg-type]
+    sdk.agents.passages.delete(ramen[0].id, agent_id=agent.id)
     assert [p.text for p in sdk.agents.passages.list(agent.id)] == [tokyo[0].text]
     sdk.agents.delete(agent.id)
     with pytest.raises(NotFoundError):
@@ -150,7 +159,8 @@ def test_create_with_streaming_true_streams(client: TestClient, llm: ScriptedLLM
     stream = sdk.agents.messages.create(agent_id=agent.id, input="hello", streaming=True)
     items = list(stream)
     assert [i.message_type for i in items] == ["reasoning_message", "assistant_message", "stop_reason", "usage_statistics"]
-    assert items[-1].step_count == 2  # type: ignore[union-attr]
+    usage = items[-1]
+    assert isinstance(usage, LettaUsageStatistics) and usage.step_count == 2
 
 
 def test_agent_file_round_trip(client: TestClient, llm: ScriptedLLM) -> None:
@@ -204,4 +214,5 @@ def test_a_letta_agent_file_imports_through_the_sdk(client: TestClient) -> None:
     assert {b.label for b in agent.blocks} >= {"human", "persona"}
     conversation = list(sdk.agents.messages.list(agent.id, order="asc"))
     assert [m.message_type for m in conversation] == ["system_message"]  # the file's one message: Letta's compiled prompt
-    assert "<base_instructions>" in conversation[0].content  # type: ignore[union-attr]
+    [system] = conversation
+    assert isinstance(system, SystemMessage) and "<base_instructions>" in system.content

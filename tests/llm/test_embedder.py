@@ -165,7 +165,12 @@ def test_the_default_model_runs_on_one_core_in_the_background_thread(embedder: E
 
     def threads_in_a_thread(setup: Callable[[], None]) -> int:
         seen: list[int] = []
-        thread = threading.Thread(target=lambda: (setup(), seen.append(engine.omp_get_max_threads())))
+
+        def run() -> None:
+            setup()
+            seen.append(engine.omp_get_max_threads())
+
+        thread = threading.Thread(target=run)
         thread.start()
         thread.join()
         return seen[0]

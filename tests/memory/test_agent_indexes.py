@@ -7,16 +7,19 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import text
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
+from app.llm.embeddings import Embedder
 from app.main import create_app
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes, hybrid
 from app.memory.search.agent_indexes import OwnIndexes, index_name, maintain_once
 from app.memory.search.query import SearchQuery
 from app.settings import E5_DIM
+from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import build_own_indexes, create_database, plan_nodes, run_sql
 from tests.support.service import checked_client, scripted_settings
 
@@ -45,8 +48,11 @@ FROM generate_series(1, :rows) AS p
 """
 
 
+Agents = tuple[str, dict[str, uuid.UUID]]  # the database's URL, and its agents' ids by name
+
+
 @pytest.fixture
-def agents(postgres_server: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, dict[str, uuid.UUID]]]:
+def agents(postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agents]:
     """A fresh database with three agents of SIZES rows, all in one partition; at most one own index per partition."""
     url = create_database(postgres_server, f"engram_own_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM, partitions=1)
@@ -73,7 +79,9 @@ def searched_through(url: str, agent_id: uuid.UUID, monkeypatch: pytest.MonkeyPa
     return found, read
 
 
-def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows_through_it(agents, monkeypatch) -> None:
+def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows_through_it(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, ids = agents
     indexes = OwnIndexes()
     exact, read = searched_through(url, ids["big"], monkeypatch, indexes)
@@ -91,7 +99,9 @@ def test_the_largest_agent_gets_its_own_index_and_its_search_finds_the_same_rows
     assert own_indexes(url) == {index_name(TABLE, ids["big"]), index_name(TABLE, ids["mid"])}
 
 
-def test_a_deleted_agents_index_is_dropped_and_a_build_cut_short_is_built_again(agents, monkeypatch) -> None:
+def test_a_deleted_agents_index_is_dropped_and_a_build_cut_short_is_built_again(
+    agents: Agents, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, ids = agents
     monkeypatch.setattr(agent_indexes, "MAX_PER_PARTITION", 2)
     indexes = OwnIndexes()
@@ -107,7 +117,7 @@ def test_a_deleted_agents_index_is_dropped_and_a_build_cut_short_is_built_again(
     assert run_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = CAST('{big}' AS regclass)") == [(True,)]
 
 
-def test_a_round_builds_nothing_while_another_replica_holds_the_build_lock(agents) -> None:
+def test_a_round_builds_nothing_while_another_replica_holds_the_build_lock(agents: Agents) -> None:
     url, ids = agents
 
     async def run() -> tuple[list[str], list[str]]:
@@ -126,7 +136,9 @@ def test_a_round_builds_nothing_while_another_replica_holds_the_build_lock(agent
     assert after == [index_name(TABLE, ids["big"])]
 
 
-def test_the_service_builds_the_index_of_an_agent_that_grows(postgres_server, llm, embedder, monkeypatch) -> None:
+def test_the_service_builds_the_index_of_an_agent_that_grows(
+    postgres_server: PostgresServer, llm: ScriptedLLM, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = create_database(postgres_server, f"engram_grow_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM)
     monkeypatch.setattr(agent_indexes, "INDEX_FROM", 3)
@@ -147,7 +159,7 @@ def test_the_service_builds_the_index_of_an_agent_that_grows(postgres_server, ll
         assert [hit["content"] for hit in hits["items"]][0] == "I play the oboe"
 
 
-def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it_whole(agents) -> None:
+def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it_whole(agents: Agents) -> None:
     url, ids = agents
     big = index_name(TABLE, ids["big"])
 
@@ -175,7 +187,7 @@ def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it
     assert run_sql(url, f"SELECT indisvalid FROM pg_index WHERE indexrelid = CAST('{big}' AS regclass)") == [(True,)]
 
 
-def test_a_larger_agent_takes_the_place_of_the_smallest_when_the_cap_is_reached(agents) -> None:
+def test_a_larger_agent_takes_the_place_of_the_smallest_when_the_cap_is_reached(agents: Agents) -> None:
     url, ids = agents
     indexes = OwnIndexes()
     assert build_own_indexes(url, indexes) == [index_name(TABLE, ids["big"])]  # the cap: one

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+from pgserver.postgres_server import PostgresServer
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
@@ -41,7 +42,7 @@ FROM agents a, generate_series(1, {PASSAGES_PER_AGENT}) AS p
 
 
 @pytest.fixture(scope="module")
-def crowded_database(postgres_server: object) -> str:
+def crowded_database(postgres_server: PostgresServer) -> str:
     url = create_database(postgres_server, f"engram_crowd_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM)
     run_sql(url, FILL, {"tenant": DEFAULT_TENANT_ID})
@@ -75,7 +76,7 @@ def foreign_hits(url: str, agents: list[tuple[uuid.UUID, str]]) -> tuple[int, in
 
 
 @pytest.mark.parametrize("route", ["an exact scan", "the agent's own index"])
-def test_search_never_returns_another_agents_rows(crowded_database: str, route: str, monkeypatch) -> None:
+def test_search_never_returns_another_agents_rows(crowded_database: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = run_sql(crowded_database, "SELECT id, split_part(name, ' ', 2) FROM agents WHERE name LIKE 'crowd %'")
     assert len(rows) == AGENTS
     if route.endswith("own index"):

@@ -5,6 +5,8 @@ import asyncio
 import uuid
 from collections.abc import Sequence
 
+from pgserver.postgres_server import PostgresServer
+
 from app import db
 from app.llm.embeddings import Embedder
 from app.main import create_app
@@ -48,7 +50,9 @@ def test_the_centroid_is_embedded_once_per_model_in_every_event_loop() -> None:
         assert embedder.calls == 1
 
 
-def test_the_gate_reads_margins_on_the_models_own_scale(postgres_server: object, embedder: Embedder, llm: ScriptedLLM) -> None:
+def test_the_gate_reads_margins_on_the_models_own_scale(
+    postgres_server: PostgresServer, embedder: Embedder, llm: ScriptedLLM
+) -> None:
     # Its margins are half e5's, and so is the room between its unrelated texts' cosine and an identical text's: on
     # that scale the gate lets in what it lets in with e5, and keeps out what it keeps out.
     compressed = Compressed(embedder)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app.main import create_app
 from app.memory.archival.service import ArchivalMemory
@@ -15,7 +16,7 @@ from app.memory.search.query import SearchQuery
 from app.runtime import runtime
 from app.settings import E5_DIM, Settings
 from tests.support.database import create_database
-from tests.support.service import checked_client
+from tests.support.service import app_of, checked_client
 
 
 def unit(**components: float) -> list[float]:
@@ -61,7 +62,7 @@ class HandPlacedEmbedder:
 
 
 @pytest.fixture
-def hand_placed(postgres_server: object, settings: Settings) -> Iterator[TestClient]:
+def hand_placed(postgres_server: PostgresServer, settings: Settings) -> Iterator[TestClient]:
     # A database of its own: its vectors belong to the hand-placed "model", not to the shared test database's.
     own = settings.model_copy(update={"database_url": create_database(postgres_server, f"engram_fusion_{uuid.uuid4().hex[:8]}")})
     with checked_client(create_app(own, embedder=HandPlacedEmbedder())) as client:
@@ -141,7 +142,7 @@ def test_a_reply_takes_part_of_the_score_of_the_question_before_it(hand_placed: 
     assert search(hand_placed, base, "vector", CONTEST).index(REPLY) > 2
 
     async def answered() -> dict[str, str | None]:  # each hit's question, as recollection reads it
-        state = runtime(hand_placed.app)
+        state = runtime(app_of(hand_placed))
         agent_id = uuid.UUID(base.split("/")[3])
         async with state.sessions() as session:
             found = await ArchivalMemory(session, state.embedder).search(agent_id, SearchQuery(CONTEST, k=10))
@@ -266,7 +267,7 @@ def test_in_recall_memory_the_speaker_is_the_role(hand_placed: TestClient) -> No
     assert search(hand_placed, base, "hybrid", IN_SECOND_PERSON)[:2] == [assistant, user]
 
     async def asked_by_the_agent(query: str) -> list[str]:  # its conversation_search: "I" is the assistant
-        state = runtime(hand_placed.app)
+        state = runtime(app_of(hand_placed))
         async with state.sessions() as session:
             found = await RecallMemory(session, state.embedder).search(
                 uuid.UUID(agent["id"]), SearchQuery(query, k=10, asker="assistant")

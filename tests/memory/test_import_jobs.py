@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import func, update
 from sqlmodel import select
 
@@ -29,7 +30,7 @@ from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
 from testkit.service_process import start_service, stop_service
 from tests.support.database import create_database, run_sql
 from tests.support.imports import ended, wait_for
-from tests.support.service import Cli
+from tests.support.service import Cli, app_of
 
 
 def facts(n: int, prefix: str = "fact") -> list[dict[str, Any]]:
@@ -49,7 +50,7 @@ def service_env(database_url: str, embeddings: ScriptedLLM) -> dict[str, str]:
 
 
 def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent: dict, settings: Settings) -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"content": "ユーザーは大阪に住んでいる", "tags": ["home"], "occurred_at": "2024-05-01T09:00:00+09:00"},
         {"content": "The user's sister is called Hana", "tags": ["family"]},
         {"content": "The user's sister is called Hana!"},  # a near-duplicate: stored once
@@ -62,7 +63,12 @@ def test_json_lines_import_runs_as_a_job_with_progress(client: TestClient, agent
     assert response.headers["location"] == f"/v1/agents/{agent['id']}/archival/import/{job['id']}"
 
     seen = [job]
-    job = wait_for(client, response.headers["location"], lambda j: seen.append(j) or ended(j))
+
+    def seen_until_ended(polled: dict[str, Any]) -> bool:
+        seen.append(polled)
+        return ended(polled)
+
+    job = wait_for(client, response.headers["location"], seen_until_ended)
     assert (job["status"], job["done"], job["duplicates"], job["eta_seconds"]) == ("done", len(items), 1, None)
     assert job["rate_per_second"] > 0 and job["finished_at"] is not None
     assert all(a["done"] <= b["done"] for a, b in zip(seen, seen[1:], strict=False))  # progress only goes forward
@@ -137,7 +143,7 @@ def test_a_batch_too_large_to_embed_while_waiting_points_to_the_job(client: Test
 
 
 def test_an_import_may_be_larger_than_other_requests(client: TestClient, agent: dict) -> None:
-    limit = client.app.state.settings.max_request_bytes  # type: ignore[attr-defined]
+    limit = app_of(client).state.settings.max_request_bytes
     items = [{"content": f"entry {i} " + "lorem ipsum dolor sit amet " * 40} for i in range(limit // 1000 + 10)]
     body = json_lines(items)
     assert len(body) > limit
@@ -159,7 +165,7 @@ def test_import_passages_command_shows_progress(
     assert ": done, 12 of 12 passages" in err
 
 
-def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_server: object) -> None:
+def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_server: PostgresServer) -> None:
     """SIGKILL mid-import (a slow embedding endpoint keeps it mid-way), start again: the job finishes, every item
     stored exactly once (a slice stored twice would show as near-duplicates, and as more passages)."""
     embeddings = ScriptedLLM().start()
@@ -171,8 +177,8 @@ def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_serv
     try:
         with httpx.Client(base_url=base, timeout=30) as api:
             agent = api.post("/v1/agents", json={"name": "importer"}).json()
-            location = api.post(f"/v1/agents/{agent['id']}/archival/import", content=json_lines(facts(total)), headers=JSON_LINES)
-            location = location.headers["location"]
+            started = api.post(f"/v1/agents/{agent['id']}/archival/import", content=json_lines(facts(total)), headers=JSON_LINES)
+            location = started.headers["location"]
             wait_for(api, location, lambda j: j["done"] >= 32)
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
@@ -190,7 +196,7 @@ def test_a_killed_process_resumes_the_job_and_stores_no_item_twice(postgres_serv
     assert passages == distinct == total
 
 
-def test_a_failing_job_waits_without_holding_up_others_and_a_refused_item_ends_it(postgres_server: object) -> None:
+def test_a_failing_job_waits_without_holding_up_others_and_a_refused_item_ends_it(postgres_server: PostgresServer) -> None:
     """An embedding endpoint that fails a slice (503) makes its job wait and try again, while a later job runs; one
     that refuses an item (400) ends its job `failed` at that item, every item before it stored."""
     embeddings = ScriptedLLM().start()
@@ -227,7 +233,7 @@ def test_a_failing_job_waits_without_holding_up_others_and_a_refused_item_ends_i
     assert run_sql(url, "SELECT count(*) FROM import_items") == [(0,)]
 
 
-def test_a_job_that_keeps_failing_waits_longer_each_time_then_fails(postgres_server: object) -> None:
+def test_a_job_that_keeps_failing_waits_longer_each_time_then_fails(postgres_server: PostgresServer) -> None:
     """Each failure in a row doubles the wait before the next attempt (RETRY_SECONDS, 2x, 4x…); the worker does not
     run the job before then; after MAX_ATTEMPTS the job ends `failed` and its items are dropped."""
     embeddings = ScriptedLLM().start()

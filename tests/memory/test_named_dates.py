@@ -7,8 +7,8 @@ import pytest
 from app.memory.search.named_dates import TOLERANCE, spans
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
 
 
 MAY_3 = [(utc(2023, 5, 3) - TOLERANCE, utc(2023, 5, 4) + TOLERANCE)]

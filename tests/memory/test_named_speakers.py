@@ -39,7 +39,7 @@ def test_a_passages_speaker_is_its_lines_label_or_its_facts_subject(database_url
         ("The user's cat is called Mochi.", False),  # stored as given, no label: no speaker
     ]
     values = ", ".join(f"(:c{i}, CAST(:s{i} AS uuid[]))" for i in range(len(rows)))
-    params = {f"c{i}": content for i, (content, _) in enumerate(rows)}
+    params: dict[str, object] = {f"c{i}": content for i, (content, _) in enumerate(rows)}
     params |= {f"s{i}": [str(uuid.uuid4())] if fact else [] for i, (_, fact) in enumerate(rows)}
     read = run_sql(database_url, f"SELECT {PASSAGE_SPEAKER_SQL} FROM (VALUES {values}) AS t(content, sources)", params)
     assert [r[0] for r in read] == [

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from fastapi.testclient import TestClient
-from httpx import Response
+from httpx2 import Response
 
 from app import db
 from app.agents.models import Agent
@@ -153,7 +153,7 @@ def test_an_import_job_keeps_its_items_sources_and_refuses_a_bad_one_at_once(cli
     stored = store(client, agent, "Nate has a dog")
     other = new_agent(client)
     [theirs] = hand_in(client, other, "I have a cat.")
-    items = [
+    items: list[dict[str, Any]] = [
         {"content": "Nate's dog is called Max", "sources": [said, stored["id"]]},
         {"content": "Max chews shoes", "sources": [later]},
         # a near-duplicate of the passage stored as given: that one stays as given (and is not its own source)

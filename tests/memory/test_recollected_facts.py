@@ -2,6 +2,8 @@
 they stay out, `memories[].sources` names them, and the chat prompt is handed the same memories as the API. (A fact's
 subject as its speaker: tests/memory/test_named_speakers.py.)"""
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 
 from testkit.scripted_llm import ScriptedLLM
@@ -72,7 +74,7 @@ def test_a_fact_holds_from_when_its_sources_were_said(client: TestClient, agent:
     assert response.status_code == 201, response.text
     fact = response.json()
     assert fact["occurred_at"].startswith("2023-05-08T13:56:00")
-    asked = {"query": "What is my puppy called?", "kinds": ["archival"], "include_core": False}
+    asked: dict[str, Any] = {"query": "What is my puppy called?", "kinds": ["archival"], "include_core": False}
     before = recollect(client, agent, **asked, as_of="2023-05-01T00:00:00Z")
     after = recollect(client, agent, **asked, as_of="2023-05-09T00:00:00Z")
     assert before["memories"] == [] and [m["id"] for m in after["memories"]] == [fact["id"]]

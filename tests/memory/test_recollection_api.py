@@ -3,6 +3,7 @@ LLM. Its contract (errors, the budget, `text` and `memories`, `as_of`, tenants),
 code path with the chat turn."""
 
 import uuid
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -224,7 +225,7 @@ def test_a_stored_memory_cannot_close_its_section_or_pose_as_a_line_of_its_own(c
 
 def test_refusals_are_clear(client: TestClient, agent: dict) -> None:
     assert client.post(f"/v1/agents/{uuid.uuid4()}/recollection", json={"query": "x"}).status_code == 404
-    for body in (
+    bodies: list[dict[str, Any]] = [
         {"query": "   "},
         {"messages": []},
         {"messages": [{"role": "user", "content": "  "}]},
@@ -239,7 +240,8 @@ def test_refusals_are_clear(client: TestClient, agent: dict) -> None:
         {"query": "cats", "limit": 3},
         {"query": "cats", "tags": "work"},
         {"query": "cats", "tags": [f"t{i}" for i in range(100)]},
-    ):
+    ]
+    for body in bodies:
         response = client.post(f"/v1/agents/{agent['id']}/recollection", json=body)
         assert response.status_code == 422, (body, response.text)
         assert response.json()["detail"], body

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 
 import pytest
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import text
 
 from app import db
@@ -26,7 +27,9 @@ PASSAGES = ["The user's cat is called Mochi", "ユーザーの夫は看護師で
 MESSAGES = ["I moved to Osaka last spring", "週末は鎌倉で釣りをします"]
 
 
-def legacy_database(server: object, passages: Sequence[str] = PASSAGES, messages: Sequence[str] = MESSAGES) -> tuple[str, str]:
+def legacy_database(
+    server: PostgresServer, passages: Sequence[str] = PASSAGES, messages: Sequence[str] = MESSAGES
+) -> tuple[str, str]:
     """A database as Engram left it before it recorded embedding models (migration 0003), with MiniLM-era rows:
     passages named all-MiniLM-L6-v2, messages with vectors and no model. Returns (url, agent id)."""
     url = create_database(server, f"engram_legacy_{uuid.uuid4().hex[:8]}")
@@ -97,7 +100,9 @@ def rows(url: str) -> dict[str, list[tuple[str, str | None]]]:
     return asyncio.run(read())
 
 
-def test_a_minilm_database_is_refused_then_converted_by_engram_reembed(postgres_server: object, embedder: Embedder) -> None:
+def test_a_minilm_database_is_refused_then_converted_by_engram_reembed(
+    postgres_server: PostgresServer, embedder: Embedder
+) -> None:
     url, agent_id = legacy_database(postgres_server)
     with pytest.raises(
         EmbeddingSpaceMismatch, match=r"made by all-MiniLM-L6-v2 \(384 dims\).*multilingual-e5-small-q4.*`engram reembed`"
@@ -151,7 +156,7 @@ class FailingAfter:
         return await self.inner.embed_query(text)
 
 
-def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: object, embedder: Embedder) -> None:
+def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: PostgresServer, embedder: Embedder) -> None:
     passages = [f"note {i}: the user planted {i} tulips" for i in range(7)]
     url, agent_id = legacy_database(postgres_server, passages=passages, messages=["hello from the past"])
     db.run_migrations(url, E5_DIM)  # as `engram reembed` does first

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
+from pgserver.postgres_server import PostgresServer
 
 from app import db
 from app.auth.models import DEFAULT_TENANT_ID
@@ -221,7 +222,7 @@ def test_messages_are_dated(client: TestClient, agent: dict, llm: ScriptedLLM) -
     assert hits["items"] and all("occurred_at" in m for m in hits["items"])
 
 
-def test_the_migration_dates_stored_rows_when_they_were_stored(postgres_server: object) -> None:
+def test_the_migration_dates_stored_rows_when_they_were_stored(postgres_server: PostgresServer) -> None:
     url = create_database(postgres_server, f"engram_dating_{uuid.uuid4().hex[:8]}")
     db.run_migrations(url, E5_DIM, revision="0006_quotas")
     agent_id = uuid.uuid4()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pgserver.postgres_server import PostgresServer
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
@@ -36,8 +37,8 @@ def test_backup_while_serving_restores_into_a_fresh_data_directory(tmp_path: Pat
     backup = tmp_path / "engram.dump"
     with running_service({**serving, **llm_env}) as base, httpx.Client(base_url=base, timeout=60) as service:
         agent = service.post("/v1/agents", json={"name": "Hana"}).json()
-        populate(service, agent, llm)  # type: ignore[arg-type]  # httpx.Client: the same calls as a TestClient
-        before = settled_export(service, agent["id"])  # type: ignore[arg-type]
+        populate(service, agent, llm)
+        before = settled_export(service, agent["id"])
 
         busy = service.post("/v1/agents", json={"name": "Busy"}).json()
         written: list[str] = []
@@ -68,16 +69,18 @@ def test_backup_while_serving_restores_into_a_fresh_data_directory(tmp_path: Pat
     restored = engram("restore", str(backup), **fresh)
     assert (restored.returncode, restored.stderr) == (0, ""), restored.stderr
     with running_service({**fresh, **llm_env}) as base, httpx.Client(base_url=base, timeout=60) as service:
-        after = settled_export(service, agent["id"])  # type: ignore[arg-type]
+        after = settled_export(service, agent["id"])
         assert same_memory(after) == same_memory(before)  # ids, revisions, vectors, messages, turns and events
-        notes = [p["content"] for p in settled_export(service, busy["id"])["passages"]]  # type: ignore[arg-type]
+        notes = [p["content"] for p in settled_export(service, busy["id"])["passages"]]
         # The database as of one instant during the backup: every note written before it, none missing in between.
         assert written_before <= len(notes) <= len(written) and sorted(notes) == sorted(written[: len(notes)])
         found = service.get(f"/v1/agents/{agent['id']}/archival", params={"query": "好きな食べ物"}).json()["items"]
         assert found[0]["content"] == "太郎の好きな食べ物はラーメン"  # the vectors and their index work
 
 
-def test_restore_over_a_changed_database(postgres_server: object, embedder: Embedder, llm: ScriptedLLM, tmp_path: Path) -> None:
+def test_restore_over_a_changed_database(
+    postgres_server: PostgresServer, embedder: Embedder, llm: ScriptedLLM, tmp_path: Path
+) -> None:
     """DATABASE_URL: what changed after the backup (an agent deleted, another created) is undone by the restore."""
     url = create_database(postgres_server, f"engram_backup_{uuid.uuid4().hex[:8]}")
     settings = scripted_settings(url, llm)

@@ -5,6 +5,7 @@ from fastapi.testclient import TestClient
 
 from testkit.scripted_llm import call, tools
 from tests.support.database import run_sql
+from tests.support.service import ApiClient
 
 # The events of a turn whose first step reasons and calls a tool, and whose second replies.
 TOOL_THEN_REPLY = [
@@ -19,7 +20,7 @@ TOOL_THEN_REPLY = [
 ]
 
 
-def chat(client: TestClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:
+def chat(client: ApiClient, agent: dict, message: str, **headers: str) -> dict[str, Any]:
     response = client.post(f"/v1/agents/{agent['id']}/chat", json={"message": message}, headers=headers)
     assert response.status_code == 200, response.text
     return response.json()

@@ -5,6 +5,7 @@ import json
 import time
 import uuid
 
+from pgserver.postgres_server import PostgresServer
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -13,9 +14,9 @@ from app import db
 from app.memory.search.agent_indexes import OwnIndexes, maintain_once
 
 
-def create_database(server: object, name: str) -> str:
-    server.psql(f'CREATE DATABASE "{name}";')  # type: ignore[attr-defined]
-    return db.asyncpg_url(server.get_uri(name))  # type: ignore[attr-defined]
+def create_database(server: PostgresServer, name: str) -> str:
+    server.psql(f'CREATE DATABASE "{name}";')
+    return db.asyncpg_url(server.get_uri(name))
 
 
 def run_sql(database_url: str, sql: str, params: dict | None = None) -> list:

@@ -3,11 +3,10 @@
 import time
 from typing import Any
 
-import httpx
-from fastapi.testclient import TestClient
+from tests.support.service import ApiClient
 
 
-def wait_for(api: httpx.Client | TestClient, path: str, until: Any, timeout: float = 120.0) -> dict[str, Any]:
+def wait_for(api: ApiClient, path: str, until: Any, timeout: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         job = api.get(path).json()

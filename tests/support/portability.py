@@ -7,11 +7,10 @@ import time
 import uuid
 from typing import Any
 
-from fastapi.testclient import TestClient
-
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import run_sql
+from tests.support.service import ApiClient
 
 TABLES = ("agents", "memory_blocks", "memory_block_revisions", "archival_passages", "messages", "turns", "turn_events")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -22,7 +21,7 @@ def recall_text(message: dict[str, Any]) -> str:
     return "\n".join(part for part in [message["content"], *sent] if part)
 
 
-def settled_export(client: TestClient, agent_id: str, **params: str) -> dict[str, Any]:
+def settled_export(client: ApiClient, agent_id: str, **params: str) -> dict[str, Any]:
     """The export once the turn's messages have their vectors (they are embedded just after the turn commits)."""
     deadline = time.monotonic() + 30
     while True:
@@ -60,7 +59,7 @@ def unique_name() -> str:
     return f"Imported {uuid.uuid4().hex[:8]}"
 
 
-def populate(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
+def populate(client: ApiClient, agent: dict, llm: ScriptedLLM) -> None:
     """An agent with block history (by the agent and by the API), passages, messages and turns."""
     llm.reset(
         tools(call("core_memory_append", label="human", content="名前: 太郎"), content="名前を覚えておく。"),

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import httpx
 import uvicorn
+from sqlalchemy.pool import QueuePool
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
@@ -66,6 +67,8 @@ class Served:
         """Database connections the server's pool has handed out and not had back."""
 
         async def count() -> int:
-            return runtime(self.app).engine.pool.checkedout()  # type: ignore[attr-defined]
+            pool = runtime(self.app).engine.pool
+            assert isinstance(pool, QueuePool)  # app/db.py's engine: a queue of connections
+            return pool.checkedout()
 
         return self.run(count())

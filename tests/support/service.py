@@ -3,18 +3,24 @@
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+import httpx
 import openai
+from anyio.from_thread import BlockingPortal
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.cli import client as cli_client
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM
 
 LOOPBACK = ("127.0.0.1", 50000)
 ADMIN_KEY = "admin-" + "k" * 32
 Cli = Callable[..., None]
+# The API as a test calls it: the app in process (a TestClient, which is an httpx2 client) or a served Engram (an
+# httpx client); the same calls either way.
+ApiClient = TestClient | httpx.Client
 
 
 def scripted_settings(database_url: str, llm: ScriptedLLM, **overrides: Any) -> Settings:
@@ -39,7 +45,7 @@ class CheckedClient(TestClient):
 
     statuses: list[tuple[str, int]]
 
-    def request(self, method, url, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+    def request(self, method, url, *args, **kwargs):
         kwargs.pop("timeout", None)  # the CLI's timeouts mean nothing in process (and Starlette deprecates them here)
         response = super().request(method, url, *args, **kwargs)
         self.statuses.append((f"{method} {url}", response.status_code))
@@ -47,7 +53,7 @@ class CheckedClient(TestClient):
 
 
 @contextmanager
-def checked_client(app: FastAPI, client: tuple[str, int] = LOOPBACK) -> Iterator[TestClient]:
+def checked_client(app: FastAPI, client: tuple[str, int] = LOOPBACK) -> Iterator[CheckedClient]:
     """The only way tests talk to the app in-process: any request answered 500 fails the test."""
     with CheckedClient(app, raise_server_exceptions=False, client=client) as test_client:
         test_client.statuses = []
@@ -68,7 +74,7 @@ def tenant_with_key(client: TestClient, name: str) -> tuple[str, str]:
     return tenant.json()["id"], issued.json()["key"]
 
 
-def forget_agents_named(client: TestClient, name: str) -> None:
+def forget_agents_named(client: ApiClient, name: str) -> None:
     """Tests share one database, and an import refuses a name the tenant uses: clear it before importing a file."""
     for agent in client.get("/v1/agents", params={"name": name}).json()["items"]:
         assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
@@ -77,6 +83,24 @@ def forget_agents_named(client: TestClient, name: str) -> None:
 def openai_client(client: TestClient, key: str = "any-key") -> openai.OpenAI:
     """The OpenAI SDK over the app's in-process transport: same requests, headers and parsing as against a server."""
     return openai.OpenAI(base_url=f"{client.base_url}/v1", api_key=key, http_client=client, max_retries=0)
+
+
+def app_of(client: TestClient) -> FastAPI:
+    """The app a TestClient drives, create_app's (the TestClient takes any ASGI app)."""
+    assert isinstance(client.app, FastAPI)
+    return client.app
+
+
+def portal(client: TestClient) -> BlockingPortal:
+    """The way into the app's event loop, there while the client is open (its `with` block)."""
+    assert client.portal is not None
+    return client.portal
+
+
+def cli_api(client: TestClient) -> cli_client.Api:
+    """The CLI's client of the API over the app in process: the CLI takes an httpx client, and a TestClient (an
+    httpx2 one) answers the same calls."""
+    return cli_client.Api(cast(httpx.Client, client), "http://testserver")
 
 
 def at(value: str) -> datetime:

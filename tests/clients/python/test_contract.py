@@ -18,6 +18,7 @@ from engram_client import _core
 from engram_client._core import Route
 from engram_client.client import Engram
 from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 from tests.clients.python.contract import Comparison, Schema, Side
 from tests.support import ROOT
@@ -27,8 +28,8 @@ SERVER = Side(OPENAPI["components"]["schemas"])
 ROUTES = Route.declared
 
 
-def client_side(kind: Any, mode: str) -> tuple[Side, Schema]:
-    schema = TypeAdapter(kind).json_schema(mode=mode)  # type: ignore[arg-type]
+def client_side(kind: Any, mode: JsonSchemaMode) -> tuple[Side, Schema]:
+    schema = TypeAdapter(kind).json_schema(mode=mode)
     return Side(schema.pop("$defs", {})), schema
 
 
@@ -36,7 +37,7 @@ def operation(route: Route[Any]) -> dict[str, Any]:
     assert route.path in OPENAPI["paths"], f"{route.path}: no such path in openapi.json"
     operations = OPENAPI["paths"][route.path]
     assert route.method.lower() in operations, f"{route.method} {route.path}: no such operation in openapi.json"
-    return operations[route.method.lower()]  # type: ignore[no-any-return]
+    return operations[route.method.lower()]
 
 
 def parameters(op: dict[str, Any], where: str) -> dict[str, Schema]:

@@ -30,7 +30,7 @@ def documented_output(block: str) -> list[str]:
 def test_the_python_section_runs_and_prints_what_it_says(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
     llm.reset(tools(call("send_message", text=REPLY)), tools(call("send_message", text=REPLY)))
     with Served(settings, embedder) as served, served.api() as api:
-        forget_agents_named(api, "Aiko")  # type: ignore[arg-type]  # the README's walkthrough uses the name too
+        forget_agents_named(api, "Aiko")  # the README's walkthrough uses the name too
         try:
             env = {**os.environ, "ENGRAM_URL": served.url}
             runs = [
@@ -41,7 +41,7 @@ def test_the_python_section_runs_and_prints_what_it_says(settings: Settings, emb
             said = api.get(f"/v1/agents/{aiko['id']}/messages", params={"limit": 50}).json()["items"]
             passages = api.get(f"/v1/agents/{aiko['id']}/archival").json()["items"]
         finally:
-            forget_agents_named(api, "Aiko")  # type: ignore[arg-type]
+            forget_agents_named(api, "Aiko")
     shown = documented_output(section())
     for run in runs:
         assert run.returncode == 0, run.stderr

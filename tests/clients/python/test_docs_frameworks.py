@@ -45,10 +45,10 @@ def clean(service: Served) -> Iterator[None]:
     """The sections' agents, as a reader's first run finds them: none."""
     with service.api() as api:
         for name in ("Aiko's assistant", "Aiko"):
-            forget_agents_named(api, name)  # type: ignore[arg-type]
+            forget_agents_named(api, name)
         yield
         for name in ("Aiko's assistant", "Aiko"):
-            forget_agents_named(api, name)  # type: ignore[arg-type]
+            forget_agents_named(api, name)
 
 
 def test_the_openai_agents_section_runs_and_the_second_session_is_handed_the_fact(

@@ -60,7 +60,7 @@ def test_recollection_hands_over_what_bears_on_the_message_and_nothing_else(engr
     lives = engram.recall(agent.id, "Where does Aiko live?", kinds=["archival"], max_chars=300)
     assert [(m.kind, m.content) for m in lives.memories] == [("archival", "Aiko lives in Osaka.")]
     assert engram.recall(agent.id, "Where does Aiko live?", kinds=["archival"], as_of="2024-06-01").memories == []
-    recent = [
+    recent: list[ConversationLine | dict[str, str]] = [
         ConversationLine(role="assistant", content="How was your week?"),
         {"role": "user", "content": "Where does Aiko live?"},
     ]

@@ -36,7 +36,7 @@ def integrations() -> list[str]:
 
 
 def project() -> dict[str, Any]:
-    return tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]  # type: ignore[no-any-return]
+    return tomllib.loads((CLIENT / "pyproject.toml").read_text())["project"]
 
 
 def distribution(requirement: str) -> str:

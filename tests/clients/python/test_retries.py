@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -17,7 +18,7 @@ from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.clients.python.conftest import Statuses
 from tests.support.served import Served
 
-AGENT = {
+AGENT: dict[str, Any] = {
     "id": str(uuid.uuid4()),
     "name": "stub",
     "system": None,
