@@ -94,13 +94,14 @@ def test_bearer_keys_and_models_per_tenant(keyed: TestClient, llm: ScriptedLLM) 
     _, theirs = tenant_with_key(keyed, "openai-theirs")
     mine = keyed.post("/v1/agents", json={"name": "memo"}, headers={"Authorization": f"Bearer {ours}"}).json()
     listed = openai_client(keyed, ours).models.list()
-    assert [m.id for m in listed.data] == [mine["id"]] and listed.data[0].name == "memo"  # type: ignore[attr-defined]
+    assert [m.id for m in listed.data] == [mine["id"]] and listed.data[0].name == "memo"  # type: ignore[attr-defined]  # Engram's own field: the SDK's Model keeps it undeclared
     assert openai_client(keyed, theirs).models.list().data == []
     with pytest.raises(openai.NotFoundError):
         openai_client(keyed, theirs).chat.completions.create(model=mine["id"], messages=[{"role": "user", "content": "x"}])
     with pytest.raises(openai.AuthenticationError) as bad_key:
         openai_client(keyed, "engk_wrong").models.list()
-    assert bad_key.value.body["type"] == "authentication_error"  # type: ignore[index]
+    body = bad_key.value.body
+    assert isinstance(body, dict) and body["type"] == "authentication_error"
     llm.reset(tools(call("send_message", text="hello")))
     reply = openai_client(keyed, ours).chat.completions.create(model="memo", messages=[{"role": "user", "content": "x"}])
     assert reply.choices[0].message.content == "hello"

@@ -94,7 +94,7 @@ def test_unknown_tool_and_bad_arguments_are_error_results(client: TestClient, ag
     assert [m["content"] for m in tool_messages[:2]] == [unknown["result"], invalid["result"]]
 
 
-def test_step_cap_ends_with_max_steps(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+def test_step_cap_ends_with_max_steps(settings: Settings, embedder: Embedder, llm: ScriptedLLM) -> None:
     capped = settings.model_copy(update={"max_steps": 3})
     with checked_client(create_app(capped, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "looper"}).json()
@@ -170,7 +170,7 @@ def test_llm_failure_keeps_the_user_message(client: TestClient, agent: dict, llm
     assert turn["stop_reason"] == "llm_error" and event_types(turn) == ["turn_started", "error", "turn_completed"]
 
 
-def test_chat_without_llm_configured_is_503(database_url: str, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_chat_without_llm_configured_is_503(database_url: str, embedder: Embedder) -> None:
     bare = Settings(database_url=database_url, openai_base_url=None, openai_api_key=None, llm_model=None)
     with checked_client(create_app(bare, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "mute"}).json()
@@ -264,7 +264,9 @@ def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(
     assert run_sql(database_url, count, {"a": agent_id})[0][0] == 2
 
 
-def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+def test_rate_limits_and_server_errors_are_retried_within_the_turn(
+    settings: Settings, embedder: Embedder, llm: ScriptedLLM
+) -> None:
     patient = settings.model_copy(update={"llm_max_retries": 2})
     with checked_client(create_app(patient, embedder=embedder)) as client:
         agent = client.post("/v1/agents", json={"name": "patient"}).json()
@@ -274,7 +276,9 @@ def test_rate_limits_and_server_errors_are_retried_within_the_turn(settings: Set
     assert len(llm.requests) == 3
 
 
-def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(settings: Settings, embedder, llm: ScriptedLLM) -> None:  # type: ignore[no-untyped-def]
+def test_a_turn_that_outlives_its_time_budget_ends_with_llm_error(
+    settings: Settings, embedder: Embedder, llm: ScriptedLLM
+) -> None:
     # A budget the work before the first LLM call cannot use up on a loaded machine, and an LLM twice as slow.
     hurried = settings.model_copy(update={"turn_timeout_seconds": 2.0})
 

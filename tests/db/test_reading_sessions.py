@@ -12,7 +12,7 @@ from typing import TypeVar
 import asyncpg
 import httpx2
 from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from app.llm.embeddings import Embedder
 from app.main import create_app
@@ -197,7 +197,7 @@ def test_a_turns_step_reads_its_context_without_a_transaction(settings: Settings
     # its BEGIN and COMMIT were two round trips of every step. What it writes goes in the step's own transaction.
     block_reads: list[object] = []
 
-    def record(conn, _cursor, statement: str, *_: object) -> None:  # type: ignore[no-untyped-def]
+    def record(conn: Connection, _cursor: object, statement: str, *_: object) -> None:
         if statement.lstrip().startswith("SELECT") and "FROM memory_blocks" in statement:
             block_reads.append(conn.get_execution_options().get("isolation_level"))
 

@@ -22,6 +22,7 @@ from app.api.console import FILES
 from app.llm.embeddings import Embedder
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, paused, tools
+from tests.support import matched
 from tests.support.served import Served
 from tests.support.service import ADMIN_KEY, admin, scripted_settings
 
@@ -135,7 +136,7 @@ def test_agents_are_listed_created_renamed_and_deleted_with_confirmation(service
         page.get_by_label("New agent's name").fill("花子 コンソール")
         sidebar.get_by_role("button", name="Create").click()
         expect(page.locator(".agent-head h2")).to_have_text("花子 コンソール")
-        agent_id = re.search(r"#/agents/([0-9a-f-]{36})/memory", page.url).group(1)  # type: ignore[union-attr]
+        agent_id = matched(re.search(r"#/agents/([0-9a-f-]{36})/memory", page.url)).group(1)
         assert api.get(f"/v1/agents/{agent_id}").json()["name"] == "花子 コンソール"
         expect(page.locator("[data-block=persona]")).to_be_visible()
         expect(page.locator("[data-block=human] .version")).to_have_text("v1")

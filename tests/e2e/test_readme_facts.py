@@ -12,6 +12,7 @@ from typing import Any
 from app.llm.embeddings import Embedder
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, call, text, tools
+from tests.support import matched
 from tests.support.readme import readme_block
 from tests.support.served import Served
 from tests.support.service import forget_agents_named
@@ -32,7 +33,7 @@ def documented_output() -> list[str]:
 def cited(request: dict[str, Any], *said: str) -> list[str]:
     """The references the pass's transcript gives the lines that say `said`."""
     transcript = request["messages"][1]["content"]
-    return [re.search(rf"^\[(m\d+)\] \[[^]]+\] \w+: {re.escape(line)}", transcript, re.M).group(1) for line in said]  # type: ignore[union-attr]
+    return [matched(re.search(rf"^\[(m\d+)\] \[[^]]+\] \w+: {re.escape(line)}", transcript, re.M)).group(1) for line in said]
 
 
 def storing(content: str, *said: str, occurred_at: str | None = None) -> Any:

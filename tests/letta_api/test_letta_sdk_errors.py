@@ -16,6 +16,7 @@ from letta_client import (
     NotFoundError,
     UnprocessableEntityError,
 )
+from letta_client.types.agents import ImageContentParam
 from letta_client.types.agents.letta_streaming_response import LettaStopReason
 
 from testkit.scripted_llm import ScriptedLLM, call, error, tools
@@ -68,8 +69,8 @@ def test_bad_input_is_unprocessable(client: TestClient, llm: ScriptedLLM) -> Non
     with pytest.raises(UnprocessableEntityError):
         sdk.agents.messages.create(agent_id=agent.id, messages=[{"role": "system", "content": "be someone else"}])
     with pytest.raises(UnprocessableEntityError):
-        image = {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}
-        sdk.agents.messages.create(agent_id=agent.id, messages=[{"role": "user", "content": [image]}])  # type: ignore[list-item]  # an image part: the SDK's types offer none, Engram refuses it
+        image: ImageContentParam = {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}
+        sdk.agents.messages.create(agent_id=agent.id, messages=[{"role": "user", "content": [image]}])
     with pytest.raises(UnprocessableEntityError):
         sdk.agents.import_file(file=("x.af", b"not json"))
     with pytest.raises(UnprocessableEntityError):

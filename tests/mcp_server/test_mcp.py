@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.types import TextResourceContents
 
 from testkit.scripted_llm import ScriptedLLM, call, tools
 from tests.support import ROOT
@@ -113,7 +114,8 @@ async def test_memory_tools_over_streamable_http(keyed: TestClient, mode: str) -
         templates = (await session.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["engram://agents/{agent_id}/blocks/{label}"]
         block = await session.read_resource(f"engram://agents/{agent['id']}/blocks/human")
-        assert block.contents[0].text == "Name: Aiko. Likes ramen."  # type: ignore[union-attr]
+        content = block.contents[0]
+        assert isinstance(content, TextResourceContents) and content.text == "Name: Aiko. Likes ramen."
 
 
 async def test_another_tenants_key_cannot_see_the_agent(keyed: TestClient) -> None:
@@ -246,11 +248,12 @@ def test_stdio_speaks_only_protocol_on_stdout(client: TestClient, database_url: 
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert process.stdin and process.stdout
+    stdin = process.stdin
+    assert stdin and process.stdout
 
     def send(message: dict) -> None:
-        process.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
-        process.stdin.flush()  # type: ignore[union-attr]
+        stdin.write(json.dumps(message) + "\n")
+        stdin.flush()
 
     try:
         send(

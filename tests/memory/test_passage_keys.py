@@ -191,7 +191,8 @@ def test_deleting_a_version_by_id_leaves_one_current_passage_under_the_key(clien
     second = put(client, agent, "city", "The user lives in Fukuoka", 200)
     assert client.delete(f"{base}/{second['id']}").status_code == 200
     assert current(client, agent, "city") == {**client.get(f"{base}/{first['id']}").json(), "duplicate": None}
-    assert current(client, agent, "city")["id"] == first["id"]  # type: ignore[index]  # (None fails the line above)
+    city = current(client, agent, "city")
+    assert city is not None and city["id"] == first["id"]
     third = put(client, agent, "city", "The user lives in Kobe", 200)
     assert client.get(f"{base}/{first['id']}").json()["superseded_by"] == third["id"]
 

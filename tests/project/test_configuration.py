@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from app.llm.chat import ChatLLM
-from app.llm.embeddings.providers import build_embedder
+from app.llm.embeddings.providers import OpenAIEmbedder, build_embedder
 from app.settings import OPENAI_DEFAULT_BASE_URL, Settings
 from tests.support import ROOT
 
@@ -15,7 +15,8 @@ def test_an_empty_base_url_means_openai(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     settings = Settings(embedding_provider="openai")
     assert str(ChatLLM(settings)._client.base_url).rstrip("/") == OPENAI_DEFAULT_BASE_URL
-    assert str(build_embedder(settings)._client.base_url).rstrip("/") == OPENAI_DEFAULT_BASE_URL  # type: ignore[attr-defined]
+    embedder = build_embedder(settings)
+    assert isinstance(embedder, OpenAIEmbedder) and str(embedder._client.base_url).rstrip("/") == OPENAI_DEFAULT_BASE_URL
 
 
 def test_compose_passes_no_empty_values() -> None:

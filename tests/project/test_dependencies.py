@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Iterator
 from importlib.metadata import packages_distributions
 
-from tests.support import ROOT
+from tests.support import ROOT, matched
 
 FIRST_PARTY = {"app", "tests", "testkit", "bench", "engram_client"}  # engram_client: clients/python, installed with -e
 TEST_CODE = ("tests", "testkit")
@@ -37,7 +37,7 @@ def test_every_package_the_tests_import_is_declared() -> None:
     client = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())["project"]
     client_extras = [r for extra in client.get("optional-dependencies", {}).values() for r in extra]
     requirements = [*project["dependencies"], *project["optional-dependencies"]["dev"], *client["dependencies"], *client_extras]
-    declared = {normalised(re.match(r"[\w.-]+", r).group()) for r in requirements}  # type: ignore[union-attr]
+    declared = {normalised(matched(re.match(r"[\w.-]+", r)).group()) for r in requirements}
     installed_by = packages_distributions()
     undeclared = {
         top: installed_by.get(top)
@@ -56,7 +56,7 @@ def unlocked(lock: str, *extras: str) -> set[str]:
     """What pyproject.toml asks for (its dependencies and `extras`) that `lock` pins no version of."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = [*project["dependencies"], *(r for extra in extras for r in project["optional-dependencies"][extra])]
-    wanted = {normalised(re.match(r"[\w.-]+", r).group()) for r in requirements}  # type: ignore[union-attr]
+    wanted = {normalised(matched(re.match(r"[\w.-]+", r)).group()) for r in requirements}
     locked = re.findall(r"^([\w.-]+)==", (ROOT / lock).read_text(), re.MULTILINE)
     return wanted - {normalised(name) for name in locked}
 

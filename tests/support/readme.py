@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from tests.support import ROOT
+from tests.support import ROOT, matched
 
 README = ROOT / "README.md"
 
@@ -11,4 +11,4 @@ README = ROOT / "README.md"
 def readme_block(marker: str, language: str, document: Path = README) -> str:
     """The code of the first `language` block after the `<!-- marker:` comment of the README (or `document`)."""
     marked = document.read_text().split(f"<!-- {marker}:", 1)[1]
-    return re.search(rf"```{language}\n(.*?)```", marked, re.S).group(1)  # type: ignore[union-attr]
+    return matched(re.search(rf"```{language}\n(.*?)```", marked, re.S)).group(1)

@@ -2,17 +2,25 @@
 by filter, by namespace), delete and list_namespaces, blocking and awaited; each item an archival passage under its
 key, in the agent its namespace names."""
 
+from typing import Any
+
 import pytest
 from engram_client import Engram, InvalidRequest
 from engram_client.langgraph import EngramStore
 from engram_client.langgraph._codec import engram_key, path_and_key
-from langgraph.store.base import InvalidNamespaceError
+from langgraph.store.base import InvalidNamespaceError, Item
 
 from tests.clients.python.conftest import unique
 
 TEA = {"text": "Aiko drinks green tea, never coffee."}
 MATCHA = {"text": "Aiko loves matcha ice cream.", "since": 2019, "likes": ["sweet", "cold"]}
 KYOTO = {"plan": "Tea ceremony in Kyoto", "day": "Friday", "rating": 5}
+
+
+def value(item: Item | None) -> dict[str, Any]:
+    """The value of an item the store has (none fails the test)."""
+    assert item is not None
+    return item.value
 
 
 def test_a_key_is_the_namespace_after_the_agent_and_the_items_key() -> None:
@@ -34,7 +42,7 @@ def test_items_are_put_read_searched_listed_and_deleted(engram: Engram) -> None:
         store.put(trips, "kyoto/tea ceremony", KYOTO)
         drink = store.get(prefs, "drink")
         assert drink is not None and (drink.namespace, drink.key, drink.value) == (prefs, "drink", TEA)
-        assert store.get(trips, "kyoto/tea ceremony").value == KYOTO  # type: ignore[union-attr]
+        assert value(store.get(trips, "kyoto/tea ceremony")) == KYOTO
 
         agent = engram.agents.find(name)  # created by the first put, named by the namespace
         assert agent is not None
@@ -44,10 +52,10 @@ def test_items_are_put_read_searched_listed_and_deleted(engram: Engram) -> None:
         assert (kyoto.tags, kyoto.content) == (["trips", "2024"], '{"plan":"Tea ceremony in Kyoto","day":"Friday","rating":5}')
 
         store.put(prefs, "drink", {"text": "Aiko drinks coffee now."})  # supersedes: the earlier value is kept
-        assert store.get(prefs, "drink").value == {"text": "Aiko drinks coffee now."}  # type: ignore[union-attr]
+        assert value(store.get(prefs, "drink")) == {"text": "Aiko drinks coffee now."}
         history = engram.archival.list(agent.id, include_superseded=True).items
         assert sorted(p.content for p in history if p.key == "prefs:drink") == ["Aiko drinks coffee now.", TEA["text"]]
-        assert store.get((str(agent.id), "prefs"), "food").value == MATCHA  # type: ignore[union-attr]  # by id too
+        assert value(store.get((str(agent.id), "prefs"), "food")) == MATCHA  # by id too
 
         [best, *_] = store.search((name,), query="What does Aiko drink?")
         assert (best.namespace, best.key, best.value) == (prefs, "drink", {"text": "Aiko drinks coffee now."})
@@ -91,7 +99,7 @@ async def test_the_store_awaited(engram: Engram) -> None:
     store, name = EngramStore(client=engram), unique("async store")  # its AsyncEngram: for the same service
     try:
         await store.aput((name, "prefs"), "drink", TEA)
-        assert (await store.aget((name, "prefs"), "drink")).value == TEA  # type: ignore[union-attr]
+        assert value(await store.aget((name, "prefs"), "drink")) == TEA
         [found] = await store.asearch((name,), query="green tea")
         assert found.key == "drink" and await store.alist_namespaces(prefix=(name,)) == [(name, "prefs")]
         await store.adelete((name, "prefs"), "drink")

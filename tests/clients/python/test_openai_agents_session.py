@@ -66,8 +66,8 @@ async def test_a_message_that_text_cannot_hold_as_given_is_kept_as_given(aengram
     kept: list[TResponseInputItem] = [
         {"role": "user", "content": "   "},  # blank: a message of recall memory holds words
         {"role": "assistant", "content": "[agents-sdk item] {}"},  # would read as an item
-        {"role": "user", "content": [{"type": "input_text", "text": "Look:"}, {"type": "input_image", "image_url": "x"}]},  # type: ignore[misc, list-item]  # no detail: kept as given
-        {  # type: ignore[misc, list-item]  # no id nor status, a citation without its span: kept as given
+        {"role": "user", "content": [{"type": "input_text", "text": "Look:"}, {"type": "input_image", "image_url": "x"}]},  # type: ignore[misc, list-item]  # no detail: partial, kept as given
+        {  # type: ignore[misc, list-item]  # no id, status, nor the citation's span and title: partial, kept as given
             "type": "message",
             "role": "assistant",
             "content": [{"type": "output_text", "text": "See [1].", "annotations": [{"type": "url_citation", "url": "u"}]}],

@@ -10,7 +10,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from typing import Any
 
-from tests.support import ROOT
+from tests.support import ROOT, matched
 
 CLIENT = ROOT / "clients" / "python"
 ALLOWED = {"httpx", "httpx_sse", "pydantic", "engram_client"}
@@ -40,7 +40,7 @@ def project() -> dict[str, Any]:
 
 
 def distribution(requirement: str) -> str:
-    return re.match(r"[\w.-]+", requirement).group().lower().replace("_", "-")  # type: ignore[union-attr]
+    return matched(re.match(r"[\w.-]+", requirement)).group().lower().replace("_", "-")
 
 
 def test_the_client_imports_only_the_standard_library_httpx_and_pydantic() -> None:
