@@ -20,7 +20,7 @@ from testkit.embedders import Wrapping
 from testkit.scripted_llm import ScriptedLLM, call, error, last_tool_result, text, tools
 from tests.support.chat import TOOL_THEN_REPLY, block_value, chat, event_types, tool_results, wait_for_message_vectors
 from tests.support.database import run_sql
-from tests.support.service import app_of, checked_client, portal
+from tests.support.service import app_of, checked_client, run_in_app
 
 
 def test_events_of_a_turn_are_typed_ordered_and_replayable(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:
@@ -255,12 +255,12 @@ def test_message_vectors_lost_on_the_way_are_filled_by_the_sweep(
     lose = "UPDATE messages SET embedding = NULL, embedding_model = NULL, created_at = now() - interval '5 minutes' WHERE agent_id = :a"
     run_sql(database_url, lose, {"a": agent_id})
     vectors = runtime(app_of(client)).turn_streams.turns.runner.vectors
-    while portal(client).call(vectors.fill_missing):
+    while run_in_app(client, vectors.fill_missing):
         pass
     assert run_sql(database_url, count, {"a": agent_id})[0][0] == 0
     # A message younger than a minute may still have its vector in flight: the sweep leaves it alone.
     run_sql(database_url, lose.replace("now() - interval '5 minutes'", "now()"), {"a": agent_id})
-    portal(client).call(vectors.fill_missing)
+    run_in_app(client, vectors.fill_missing)
     assert run_sql(database_url, count, {"a": agent_id})[0][0] == 2
 
 
@@ -345,7 +345,7 @@ def test_an_agent_deleted_after_the_route_checked_it_is_a_404_before_the_llm_is_
     assert client.delete(f"/v1/agents/{agent['id']}").status_code == 204
     runner = runtime(app_of(client)).turn_streams.turns.runner
     with pytest.raises(NotFound, match="not found"):
-        portal(client).call(functools.partial(runner.run, uuid.UUID(agent["id"]), "hello"))
+        run_in_app(client, functools.partial(runner.run, uuid.UUID(agent["id"]), "hello"))
     assert llm.requests == []
     assert run_sql(database_url, "SELECT count(*) FROM turns WHERE agent_id = :a", {"a": uuid.UUID(agent["id"])}) == [(0,)]
 

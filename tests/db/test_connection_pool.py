@@ -17,7 +17,7 @@ from app.runtime import runtime
 from app.settings import E5_DIM
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import create_database, run_sql
-from tests.support.service import app_of, checked_client, portal, scripted_settings
+from tests.support.service import app_of, checked_client, run_in_app, scripted_settings
 
 POOL = 6
 
@@ -58,7 +58,7 @@ def test_the_pool_is_opened_whole_at_start_and_a_burst_leaves_no_more_connection
                     conn = await held.enter_async_context(runtime(app_of(client)).engine.connect())
                     await conn.exec_driver_sql("SELECT 1")
 
-        portal(client).call(burst)
+        run_in_app(client, burst)
         assert settled_backends(url, database, expected) == expected
         assert client.get("/readyz").status_code == 200
 

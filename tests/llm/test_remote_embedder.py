@@ -17,7 +17,7 @@ from app.runtime import runtime
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
 from tests.support.chat import chat
 from tests.support.database import create_database, run_sql
-from tests.support.service import app_of, checked_client, portal, scripted_settings
+from tests.support.service import app_of, checked_client, run_in_app, scripted_settings
 
 MEMORIES = "## Possibly relevant memories"
 
@@ -87,8 +87,8 @@ def test_the_sweep_sets_aside_a_message_the_endpoint_refuses_and_fills_the_other
         run_sql(url, lose, {"a": uuid.UUID(agent["id"])})
         monkeypatch.setattr(llm, "embedding_refusals", {"REFUSED": 400})  # too long for it, say
         vectors = runtime(app_of(client)).turn_streams.turns.runner.vectors
-        assert portal(client).call(vectors.fill_missing) == 3
-        assert portal(client).call(vectors.fill_missing) == 0  # set aside, not failing
+        assert run_in_app(client, vectors.fill_missing) == 3
+        assert run_in_app(client, vectors.fill_missing) == 0  # set aside, not failing
     missing = "SELECT content FROM messages WHERE agent_id = :a AND role IN ('user', 'assistant') AND embedding_model IS NULL"
     assert [content for (content,) in run_sql(url, missing, {"a": uuid.UUID(agent["id"])})] == [
         "a line the endpoint will refuse: REFUSED"

@@ -1,5 +1,5 @@
 """What the tests share besides fixtures (tests/conftest.py): chatting with an agent (chat.py), the Letta SDK
-(letta.py), the app served on a port (served.py), and where things are."""
+(letta.py), the app served on a port (served.py), where things are, and a regex match a test counts on."""
 
 import re
 from pathlib import Path

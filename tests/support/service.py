@@ -1,13 +1,12 @@
 """The app as tests meet it: scripted settings, a client that fails a test on any 500, keys and tenants."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 import openai
-from anyio.from_thread import BlockingPortal
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -18,6 +17,7 @@ from testkit.scripted_llm import ScriptedLLM
 LOOPBACK = ("127.0.0.1", 50000)
 ADMIN_KEY = "admin-" + "k" * 32
 Cli = Callable[..., None]
+T = TypeVar("T")
 # The API as a test calls it: the app in process (a TestClient, which is an httpx2 client) or a served Engram (an
 # httpx client); the same calls either way.
 ApiClient = TestClient | httpx.Client
@@ -91,10 +91,10 @@ def app_of(client: TestClient) -> FastAPI:
     return client.app
 
 
-def portal(client: TestClient) -> BlockingPortal:
-    """The way into the app's event loop, there while the client is open (its `with` block)."""
+def run_in_app(client: TestClient, work: Callable[[], Awaitable[T]]) -> T:
+    """`work()` awaited on the app's event loop, through the client's portal (there while the client is open)."""
     assert client.portal is not None
-    return client.portal
+    return client.portal.call(work)
 
 
 def cli_api(client: TestClient) -> cli_client.Api:
