@@ -5,10 +5,10 @@ apply as to any turn."""
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from app.api import sse
@@ -28,7 +28,7 @@ from app.letta_api.letta_messages import (
     LettaStopReason,
     MessageType,
 )
-from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, letta_page, walk
+from app.letta_api.paging import WALK_PAGE, LettaPage, paging, walk
 from app.letta_api.translate import STOP_REASONS, TurnMessages, run_id, stored_messages, usage_of
 from app.memory.models import Message
 
@@ -104,24 +104,32 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-@router.get("/messages")
-async def list_messages(
-    agent: LettaAgentDep,
-    recall: RecallMemoryDep,
-    after: Cursor = None,
-    before: Before = None,
-    limit: Limit = 100,
-    order: Order = "desc",
-    use_assistant_message: bool = True,
-    include_return_message_types: Annotated[list[MessageType] | None, Query()] = None,
-) -> list[LettaMessage]:
-    """The conversation (recall memory), newest first unless `order=asc`; `limit` counts stored messages, each of
-    which may show as several of Letta's (a step's reasoning, tool calls and reply share its id, as in Letta)."""
+Shown = Callable[[Message], list[LettaMessage]]
+
+
+async def shown_as(
+    use_assistant_message: bool = True, include_return_message_types: Annotated[list[MessageType] | None, Query()] = None
+) -> Shown:
+    """A stored message as Letta lists it, of the types asked for (a dependency of its own so that, as in Letta's API,
+    these parameters follow the paging ones)."""
     include = set(include_return_message_types) if include_return_message_types is not None else None
 
     def shown(message: Message) -> list[LettaMessage]:
         parts = stored_messages(message, use_assistant_message=use_assistant_message)
         return [p for p in parts if include is None or p.message_type in include]
+
+    return shown
+
+
+@router.get("/messages")
+async def list_messages(
+    agent: LettaAgentDep,
+    recall: RecallMemoryDep,
+    page: Annotated[LettaPage, paging("desc")],
+    shown: Annotated[Shown, Depends(shown_as)],
+) -> list[LettaMessage]:
+    """The conversation (recall memory), newest first unless `order=asc`; `limit` counts stored messages, each of
+    which may show as several of Letta's (a step's reasoning, tool calls and reply share its id, as in Letta)."""
 
     async def fetch(cursor: str | None) -> tuple[Sequence[Message], str | None]:
         return await recall.page(agent.id, limit=WALK_PAGE, cursor=cursor)
@@ -131,9 +139,8 @@ async def list_messages(
             if shown(message):
                 yield message
 
-    page = await letta_page(visible(), lambda m: m.id, "message", order=order, after=after, before=before, limit=limit)
     listed: list[LettaMessage] = []
-    for message in page:
+    for message in await page.walked(visible(), lambda m: m.id, "message"):
         parts = shown(message)
-        listed.extend(reversed(parts) if order == "desc" else parts)
+        listed.extend(reversed(parts) if page.order == "desc" else parts)
     return listed
