@@ -2,7 +2,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import (
@@ -14,10 +14,11 @@ from fastapi import (
     WebSocket,
     WebSocketDisconnect,
 )
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from app.agents.service import find_agent
+from app.api import sse
 from app.api.deps import (
     AgentDep,
     AgentIdDep,
@@ -39,7 +40,7 @@ from app.chat.schemas import (
 )
 from app.chat.service import context_read, stored_turn
 from app.chat.turn_state import TurnResult
-from app.delivery.stream import TurnStreams
+from app.delivery.stream import TurnStreams, chained
 from app.errors import EngramError, LLMError, NotFound, Unprocessable, format_validation
 from app.quotas.service import Meter
 from app.runtime import runtime
@@ -65,22 +66,20 @@ async def get_turn_streams(request: Request) -> TurnStreams:
 StreamsDep = Annotated[TurnStreams, Depends(get_turn_streams)]
 
 
-def _sse(event: Event) -> str:
-    return f"event: {event.type}\ndata: {event.model_dump_json()}\n\n"
-
-
 @router.post(
     "/chat",
     response_model=ChatResponse,
     responses={
         200: {
             "description": "The finished turn: the reply, every event in order, token usage. With `Accept: "
-            "text/event-stream`, the same events as server-sent events (`event: <type>`, `data: <json>`)",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            f"{sse.MEDIA_TYPE}`, the same events as server-sent events (`event: <type>`, `data: <json>`)",
+            "content": sse.OPENAPI_CONTENT,
         },
         202: {"model": ChatResponse, "description": "Idempotency-Key of a turn that is still running: its state so far"},
         **TURN_ERROR_RESPONSES,
     },
+    description=f"Run one turn of the agent loop. With `Accept: {sse.MEDIA_TYPE}` the events stream as server-sent events,"
+    "\nthe reply's `message_delta` events among them unless `deltas=false`.",
 )
 async def chat(
     agent_id: AgentIdDep,
@@ -91,14 +90,12 @@ async def chat(
     idempotency_key: IdempotencyKey = None,
     deltas: Deltas = True,
 ) -> Any:
-    """Run one turn of the agent loop. With `Accept: text/event-stream` the events stream as server-sent events,
-    the reply's `message_delta` events among them unless `deltas=false`."""
-    if "text/event-stream" in request.headers.get("accept", ""):
+    if sse.accepts_events(request):
         events = streams.follow(agent_id, body.message, idempotency_key, meter, deltas=deltas)
         first = await anext(events)  # a refused turn raises here, as a normal HTTP error
-        return StreamingResponse(
-            _sse_stream(first, events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        frames = (_frame(event) async for event in chained(first, events))
+        failure = partial(_stopped_frame, first.agent_id)
+        return sse.event_stream(frames, failure, about=f"streamed turn of agent {first.agent_id}")
     collected = [event async for event in streams.follow(agent_id, body.message, idempotency_key, meter)]
     turn_id = collected[0].turn_id  # turn_started, or the first event of a replayed turn
     assert turn_id is not None
@@ -113,15 +110,12 @@ def unless_llm_failed(response: ChatResponse) -> ChatResponse:
     return response
 
 
-async def _sse_stream(first: Event, rest: AsyncIterator[Event]) -> AsyncIterator[str]:
-    yield _sse(first)
-    try:
-        async for event in rest:
-            yield _sse(event)
-    except Exception as exc:  # the turn's task failed after it had started streaming
-        if not isinstance(exc, EngramError):
-            log.exception("streamed turn of agent %s failed", first.agent_id)
-        yield _sse(_failure_event(first.agent_id, exc, "the turn stopped"))
+def _frame(event: Event) -> bytes:
+    return sse.frame(event.model_dump_json(), event=event.type)
+
+
+def _stopped_frame(agent_id: uuid.UUID, exc: Exception) -> bytes:
+    return _frame(_failure_event(agent_id, exc, "the turn stopped"))
 
 
 @router.get("/turns/{turn_id}")

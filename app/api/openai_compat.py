@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.models import Agent
 from app.agents.service import find_agent_by_reference, tenant_agents
+from app.api import sse
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, SessionDep, TenantDep
 from app.api.errors import openai_error
@@ -137,7 +137,7 @@ async def agent_for_model(request: Request, body: ChatCompletionRequest, princip
     "/chat/completions",
     response_model=ChatCompletion,
     responses={
-        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "stream: chunks"},
+        200: {"content": sse.OPENAPI_CONTENT, "description": "stream: chunks"},
         **{status: OPENAI_ERROR for status in (400, 401, 404, 409, 413, 415, 429, 502, 503)},
     },
 )
@@ -156,7 +156,7 @@ async def chat_completions(
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = _chunks(completion_id, created, body.model, first, events, include_usage)
-        return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        return sse.event_stream(chunks, _failure, about=f"streamed chat completion {completion_id}", last=sse.DONE)
     turn = unless_llm_failed(ChatResponse.of(first.turn_id, [first] + [event async for event in events]))
     return ChatCompletion(
         id=completion_id,
@@ -188,36 +188,35 @@ def _usage(prompt: int, completion: int) -> CompletionUsage:
 
 async def _chunks(
     completion_id: str, created: int, model: str, first: Event, rest: AsyncIterator[Event], include_usage: bool
-) -> AsyncIterator[str]:
+) -> AsyncIterator[bytes]:
     """The turn as `chat.completion.chunk` events: the role, a chunk for each piece of the reply as the LLM writes
-    it (messages apart by a blank line), the finish reason, the usage when asked for, `[DONE]`. A failure mid-stream
-    is an OpenAI error object, as OpenAI sends."""
+    it (messages apart by a blank line), the finish reason, the usage when asked for (then `[DONE]`)."""
 
-    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
         choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else []
         payload = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
-        return f"data: {_json(payload | {'choices': choices} | extra)}\n\n"
+        return sse.frame(_json(payload | {"choices": choices} | extra))
 
     yield chunk({"role": "assistant", "content": ""})
     reply, said = ReplyPieces(), 0
+    async for event in chained(first, rest):
+        if isinstance(event, MessageDelta | MessageEvent):
+            begins, text = reply.piece(event)
+            if text:
+                yield chunk({"content": ("\n\n" if begins and said else "") + text})
+            said += begins
+        elif isinstance(event, ErrorEvent) and event.code == "llm_error":
+            yield sse.frame(_json(openai_error(502, event.code, event.detail)))
+        elif isinstance(event, TurnCompleted):
+            yield chunk({}, _finish(event.stop_reason))
+            if include_usage:
+                usage = _usage(event.usage.prompt_tokens, event.usage.completion_tokens).model_dump()
+                yield chunk(None, usage=usage)  # OpenAI's usage chunk has no choices
 
-    try:
-        async for event in chained(first, rest):
-            if isinstance(event, MessageDelta | MessageEvent):
-                begins, text = reply.piece(event)
-                if text:
-                    yield chunk({"content": ("\n\n" if begins and said else "") + text})
-                said += begins
-            elif isinstance(event, ErrorEvent) and event.code == "llm_error":
-                yield f"data: {_json(openai_error(502, event.code, event.detail))}\n\n"
-            elif isinstance(event, TurnCompleted):
-                yield chunk({}, _finish(event.stop_reason))
-                if include_usage:
-                    usage = _usage(event.usage.prompt_tokens, event.usage.completion_tokens).model_dump()
-                    yield chunk(None, usage=usage)  # OpenAI's usage chunk has no choices
-    except Exception as exc:  # the turn's task failed after it had started streaming
-        yield f"data: {_json(openai_error(500, 'turn_failed', f'the turn stopped: {type(exc).__name__}'))}\n\n"
-    yield "data: [DONE]\n\n"
+
+def _failure(exc: Exception) -> bytes:
+    """A failure mid-stream is an OpenAI error object, as OpenAI sends."""
+    return sse.frame(_json(openai_error(500, "turn_failed", f"the turn stopped: {type(exc).__name__}")))
 
 
 def _json(value: Any) -> str:

@@ -4,7 +4,6 @@ the LLM writes it."""
 
 import argparse
 import json
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -54,19 +53,10 @@ def run(args: argparse.Namespace) -> None:
 
 
 def turn(api: client.Api, agent: dict[str, Any], message: str, console: Console) -> None:
-    path = f"/v1/agents/{agent['id']}/chat"
-    headers = {"Accept": "text/event-stream"}
-    with api.stream("POST", path, json={"message": message}, headers=headers, timeout=None) as response:
+    with api.events("POST", f"/v1/agents/{agent['id']}/chat", json={"message": message}, timeout=None) as events:
         view = TurnView(agent["name"], console)
-        for event in events(response.iter_lines()):
-            view.show(event)
-
-
-def events(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """The events of a server-sent event stream (each `data:` line of Engram's carries one whole event)."""
-    for line in lines:
-        if line.startswith("data:"):
-            yield json.loads(line[5:].strip())
+        for event in events:
+            view.show(event.json())
 
 
 class TurnView:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+from httpx_sse import ServerSentEvent, connect_sse
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
@@ -37,12 +38,22 @@ class Api:
 
     @contextmanager
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
-        try:
+        with self._reaching():
             with self.http.stream(method, path, **kwargs) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise failure(response)
-                yield response
+                yield _succeeded(response)
+
+    @contextmanager
+    def events(self, method: str, path: str, **kwargs: Any) -> Iterator[Iterator[ServerSentEvent]]:
+        """The server-sent events of a streamed answer (httpx-sse asks for them and reads them)."""
+        with self._reaching():
+            with connect_sse(self.http, method, path, **kwargs) as source:
+                _succeeded(source.response)
+                yield source.iter_sse()
+
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        try:
+            yield
         except httpx.TransportError as exc:
             raise self.unreachable(exc) from None
 
@@ -83,6 +94,14 @@ class Api:
         if len(named) > 1:
             raise SystemExit(f"engram: {len(named)} agents are named {reference!r}; use an id (see `engram agents ls`)")
         return named[0]
+
+
+def _succeeded(streamed: httpx.Response) -> httpx.Response:
+    """A streamed response; an error status ends the command with the server's reason."""
+    if streamed.status_code >= 400:
+        streamed.read()
+        raise failure(streamed)
+    return streamed
 
 
 def failure(response: httpx.Response) -> SystemExit:

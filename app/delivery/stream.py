@@ -76,17 +76,21 @@ class TurnStreams:
         except asyncio.CancelledError:
             if not self.stopping():  # a client gone, say: nobody to answer
                 raise
-            # A shutdown past its grace cancels the requests still waiting and the turns still running: answer with
-            # an error the client can read (naming the turn, once it started) rather than a bare 500.
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                current.uncancel()
-            if last_seq >= 0:
-                raise TurnStopped(turn_id) from None
-            raise ServiceUnavailable("the server is shutting down: the turn did not start; send the message again") from None
+            raise _shut_down(turn_id, started=last_seq >= 0) from None
         for event in result.events:
             if result.turn_id != turn_id or event.seq > last_seq:
                 yield event
+
+
+def _shut_down(turn_id: uuid.UUID, *, started: bool) -> ServiceUnavailable:
+    """A shutdown past its grace cancels the requests still waiting and the turns still running: they answer with an
+    error the client can read (naming the turn, once it started) rather than a bare 500."""
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        current.uncancel()
+    if started:
+        return TurnStopped(turn_id)
+    return ServiceUnavailable("the server is shutting down: the turn did not start; send the message again")
 
 
 async def _next_event(queue: asyncio.Queue[Event | None], task: asyncio.Task[TurnResult]) -> Event | None:

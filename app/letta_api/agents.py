@@ -19,8 +19,8 @@ from app.api.deps import CoreMemoryDep, EmbedderDep, SessionDep, SettingsDep, Te
 from app.api.errors import ERROR_RESPONSES
 from app.chat.tools import CHAT_TOOLS
 from app.errors import Unprocessable
-from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_id, engram_request, letta_id
-from app.letta_api.paging import Before, Cursor, Limit, Order, cut, ordered
+from app.letta_api.common import LettaAgentDep, UnsupportedInput, engram_request, letta_id
+from app.letta_api.paging import LettaPage, paging
 from app.letta_api.schemas import (
     LettaAgentCreate,
     LettaAgentState,
@@ -134,14 +134,10 @@ async def list_agents(
     session: SessionDep,
     states: StatesDep,
     principal: TenantDep,
+    page: Annotated[LettaPage, paging("desc", default_limit=50, ascending=True)],
     name: Annotated[str | None, Query(description="only agents of this name")] = None,
     query_text: Annotated[str | None, Query(description="only agents whose name contains this")] = None,
     tags: Annotated[list[str] | None, Query(description="not supported: Engram's agents carry no tags")] = None,
-    after: Cursor = None,
-    before: Before = None,
-    limit: Limit = 50,
-    order: Order | None = None,
-    ascending: bool | None = None,
 ) -> list[LettaAgentState]:
     """The tenant's agents, newest first unless `order=asc`."""
     if tags:
@@ -151,12 +147,7 @@ async def list_agents(
         agents = [a for a in agents if a.name == name]
     if query_text:
         agents = [a for a in agents if query_text.casefold() in a.name.casefold()]
-    if ordered(order, ascending, "desc") == "desc":
-        agents = list(reversed(agents))
-    after_id = engram_id("agent", after) if after else None
-    before_id = engram_id("agent", before) if before else None
-    page = cut(agents, lambda a: a.id, "agent", after=after_id, before=before_id, limit=limit)
-    return [await states.of(agent) for agent in page]
+    return [await states.of(agent) for agent in page.cut(agents, lambda a: a.id, "agent")]
 
 
 # The SDK names these with a trailing slash; the same without one (as other clients may send them) lands here too,

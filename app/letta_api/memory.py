@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from app.api.deps import ArchivalMemoryDep, CoreMemoryDep
 from app.api.errors import ERROR_RESPONSES
 from app.letta_api.common import LettaAgentDep, LettaAgentIdDep, UnsupportedInput, engram_id, letta_id
-from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, cut, letta_page, ordered, walk
+from app.letta_api.paging import WALK_PAGE, Before, Cursor, LettaPage, Limit, Order, ordered, paging, walk
 from app.letta_api.schemas import (
     LettaBlock,
     LettaBlockUpdate,
@@ -30,20 +30,9 @@ Label = Annotated[str, Path(description="the block's label")]
 
 
 @router.get("/core-memory/blocks")
-async def list_blocks(
-    agent: LettaAgentDep,
-    core: CoreMemoryDep,
-    after: Cursor = None,
-    before: Before = None,
-    limit: Limit = 100,
-    order: Order = "asc",
-) -> list[LettaBlock]:
+async def list_blocks(agent: LettaAgentDep, core: CoreMemoryDep, page: Annotated[LettaPage, paging("asc")]) -> list[LettaBlock]:
     """The agent's blocks (in Engram's order; `order=desc` reverses it)."""
-    blocks = await core.blocks_of(agent.id)
-    in_order = list(reversed(blocks)) if order == "desc" else list(blocks)
-    after_id = engram_id("block", after) if after else None
-    before_id = engram_id("block", before) if before else None
-    return [LettaBlock.of(b) for b in cut(in_order, lambda b: b.id, "block", after=after_id, before=before_id, limit=limit)]
+    return [LettaBlock.of(b) for b in page.cut(await core.blocks_of(agent.id), lambda b: b.id, "block")]
 
 
 @router.get("/core-memory/blocks/{block_label}")
@@ -91,22 +80,16 @@ async def list_passages(
     order: Order | None = None,
 ) -> list[LettaPassage]:
     """The agent's current passages, oldest first unless `ascending=false`; with `search`, the best matches."""
+    # Not the paging dependency: Letta's `search` stands among the paging parameters here, and a dependency's
+    # parameters are listed after a route's own (the API's description would change).
     if search is not None:
         return [LettaPassage.of(p) for p, _ in await archival.search(agent.id, SearchQuery(search, k=min(limit, 100)))]
 
     async def fetch(cursor: str | None) -> tuple[Sequence[ArchivalPassage], str | None]:
         return await archival.page(agent.id, limit=WALK_PAGE, cursor=cursor)
 
-    page = await letta_page(
-        walk(fetch),
-        lambda p: p.id,
-        "passage",
-        order=ordered(order, ascending, "asc"),
-        after=after,
-        before=before,
-        limit=limit,
-    )
-    return [LettaPassage.of(p) for p in page]
+    page = LettaPage(after, before, limit, ordered(order, ascending, "asc"))
+    return [LettaPassage.of(p) for p in await page.walked(walk(fetch), lambda p: p.id, "passage")]
 
 
 @router.get("/archival-memory/search")

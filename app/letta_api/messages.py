@@ -4,15 +4,14 @@ through Engram's TurnStreams, so its steps reach the client while it runs, and q
 apply as to any turn."""
 
 import json
-import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
+from app.api import sse
 from app.api.chat import StreamsDep, unless_llm_failed
 from app.api.deps import MeterDep, RecallMemoryDep
 from app.api.errors import ERROR_RESPONSES, TURN_ERROR_RESPONSES
@@ -29,17 +28,16 @@ from app.letta_api.letta_messages import (
     LettaStopReason,
     MessageType,
 )
-from app.letta_api.paging import WALK_PAGE, Before, Cursor, Limit, Order, letta_page, walk
+from app.letta_api.paging import WALK_PAGE, LettaPage, paging, walk
 from app.letta_api.translate import STOP_REASONS, TurnMessages, run_id, stored_messages, usage_of
 from app.memory.models import Message
 
-log = logging.getLogger("engram.letta")
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["letta"], responses=ERROR_RESPONSES)
 
 TURN_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "streaming: Letta's messages as server-sent events (`data: <json>`), then `data: [DONE]`",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": sse.OPENAPI_CONTENT,
     },
     **TURN_ERROR_RESPONSES,
 }
@@ -68,9 +66,8 @@ async def _turn(agent_id: uuid.UUID, body: LettaMessageRequest, streams: Streams
         use_assistant_message=body.use_assistant_message, include=body.include_return_message_types, tokens=tokens
     )
     if stream:
-        return StreamingResponse(
-            _sse(first, events, messages), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        frames = _frames(first, events, messages)
+        return sse.event_stream(frames, _failure, about=f"streamed Letta turn of agent {agent_id}", last=sse.DONE)
     collected = [first] + [event async for event in events]
     turn = unless_llm_failed(ChatResponse.of(first.turn_id, collected))
     return LettaResponse(
@@ -80,49 +77,59 @@ async def _turn(agent_id: uuid.UUID, body: LettaMessageRequest, streams: Streams
     )
 
 
-def _data(item: BaseModel) -> str:
-    return f"data: {json.dumps(item.model_dump(mode='json'), ensure_ascii=False)}\n\n"
+def _data(item: BaseModel) -> bytes:
+    return sse.frame(_json(item.model_dump(mode="json")))
 
 
-async def _sse(first: Event, rest: AsyncIterator[Event], messages: TurnMessages) -> AsyncIterator[str]:
+async def _frames(first: Event, rest: AsyncIterator[Event], messages: TurnMessages) -> AsyncIterator[bytes]:
     """Letta's stream: each message as it happens, an error_message where the turn met one, the stop reason and
-    the usage once it ends, `[DONE]`. A turn that fails after it started ends with an `error` event."""
+    the usage once it ends (then `[DONE]`)."""
+    async for event in chained(first, rest):
+        for message in messages.of(event):
+            yield _data(message)
+        if isinstance(event, ErrorEvent) and event.turn_id is not None:
+            yield _data(LettaErrorMessage(run_id=run_id(event.turn_id), error_type=event.code, message=event.detail))
+        elif isinstance(event, TurnCompleted):
+            yield _data(LettaStopReason(stop_reason=STOP_REASONS[event.stop_reason]))
+            yield _data(usage_of(event.turn_id, event.usage))
 
-    try:
-        async for event in chained(first, rest):
-            for message in messages.of(event):
-                yield _data(message)
-            if isinstance(event, ErrorEvent) and event.turn_id is not None:
-                yield _data(LettaErrorMessage(run_id=run_id(event.turn_id), error_type=event.code, message=event.detail))
-            elif isinstance(event, TurnCompleted):
-                yield _data(LettaStopReason(stop_reason=STOP_REASONS[event.stop_reason]))
-                yield _data(usage_of(event.turn_id, event.usage))
-    except Exception as exc:  # the turn's task failed after it had started streaming
-        if not isinstance(exc, EngramError):
-            log.exception("streamed Letta turn of agent %s failed", first.agent_id)
-        code, detail = (exc.code, exc.detail) if isinstance(exc, EngramError) else ("turn_failed", type(exc).__name__)
-        yield f"event: error\ndata: {json.dumps({'error': code, 'detail': detail}, ensure_ascii=False)}\n\n"
-    yield "data: [DONE]\n\n"
+
+def _failure(exc: Exception) -> bytes:
+    """A turn that fails after it started ends with an `error` event."""
+    code, detail = (exc.code, exc.detail) if isinstance(exc, EngramError) else ("turn_failed", type(exc).__name__)
+    return sse.frame(_json({"error": code, "detail": detail}), event="error")
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+Shown = Callable[[Message], list[LettaMessage]]
+
+
+async def shown_as(
+    use_assistant_message: bool = True, include_return_message_types: Annotated[list[MessageType] | None, Query()] = None
+) -> Shown:
+    """A stored message as Letta lists it, of the types asked for (a dependency of its own so that, as in Letta's API,
+    these parameters follow the paging ones)."""
+    include = set(include_return_message_types) if include_return_message_types is not None else None
+
+    def shown(message: Message) -> list[LettaMessage]:
+        parts = stored_messages(message, use_assistant_message=use_assistant_message)
+        return [p for p in parts if include is None or p.message_type in include]
+
+    return shown
 
 
 @router.get("/messages")
 async def list_messages(
     agent: LettaAgentDep,
     recall: RecallMemoryDep,
-    after: Cursor = None,
-    before: Before = None,
-    limit: Limit = 100,
-    order: Order = "desc",
-    use_assistant_message: bool = True,
-    include_return_message_types: Annotated[list[MessageType] | None, Query()] = None,
+    page: Annotated[LettaPage, paging("desc")],
+    shown: Annotated[Shown, Depends(shown_as)],
 ) -> list[LettaMessage]:
     """The conversation (recall memory), newest first unless `order=asc`; `limit` counts stored messages, each of
     which may show as several of Letta's (a step's reasoning, tool calls and reply share its id, as in Letta)."""
-    include = set(include_return_message_types) if include_return_message_types is not None else None
-
-    def shown(message: Message) -> list[LettaMessage]:
-        parts = stored_messages(message, use_assistant_message=use_assistant_message)
-        return [p for p in parts if include is None or p.message_type in include]
 
     async def fetch(cursor: str | None) -> tuple[Sequence[Message], str | None]:
         return await recall.page(agent.id, limit=WALK_PAGE, cursor=cursor)
@@ -132,9 +139,8 @@ async def list_messages(
             if shown(message):
                 yield message
 
-    page = await letta_page(visible(), lambda m: m.id, "message", order=order, after=after, before=before, limit=limit)
     listed: list[LettaMessage] = []
-    for message in page:
+    for message in await page.walked(visible(), lambda m: m.id, "message"):
         parts = shown(message)
-        listed.extend(reversed(parts) if order == "desc" else parts)
+        listed.extend(reversed(parts) if page.order == "desc" else parts)
     return listed

@@ -271,6 +271,27 @@ def _llama_message(message: dict[str, str]) -> "ChatCompletionRequestMessage":
     raise ValueError(f"no plain chat role {role!r}")
 
 
+def _plain(message: dict[str, Any], replies_only: bool) -> tuple[str, str] | None:
+    """One message as (plain role, text), or None where `replies_only` leaves it out."""
+    role, content, calls = message["role"], message.get("content") or "", message.get("tool_calls") or []
+    if role == "tool":
+        return None if replies_only else ("user", f"[tool result] {content}")
+    if role == "assistant" and replies_only:
+        said = [json.loads(c["function"]["arguments"] or "{}") for c in calls if c["function"]["name"] == REPLY_TOOL]
+        replies = "\n".join(str(s.get("text", "")) for s in said if isinstance(s, dict))
+        return ("assistant", replies) if replies else None
+    if role == "assistant" and calls:
+        written = [
+            json.dumps(
+                {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"] or "{}")},
+                ensure_ascii=False,
+            )
+            for c in calls
+        ]
+        return "assistant", "\n".join(written)
+    return role, content
+
+
 def _plain_messages(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, replies_only: bool = False
 ) -> list[dict[str, str]]:
@@ -280,29 +301,9 @@ def _plain_messages(
     imitates the JSON of earlier calls otherwise)."""
     out: list[dict[str, str]] = []
     for message in messages:
-        role, content = message["role"], message.get("content") or ""
-        if replies_only and (role == "tool" or (role == "assistant" and not message.get("tool_calls"))):
+        if (plain := _plain(message, replies_only)) is None:
             continue
-        if replies_only and role == "assistant":
-            said = [
-                json.loads(c["function"]["arguments"] or "{}")
-                for c in message["tool_calls"]
-                if c["function"]["name"] == REPLY_TOOL
-            ]
-            content = "\n".join(str(s.get("text", "")) for s in said if isinstance(s, dict))
-            if not content:
-                continue
-        elif role == "assistant" and message.get("tool_calls"):
-            calls = [
-                json.dumps(
-                    {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"] or "{}")},
-                    ensure_ascii=False,
-                )
-                for c in message["tool_calls"]
-            ]
-            content = "\n".join(calls)
-        elif role == "tool":
-            role, content = "user", f"[tool result] {content}"
+        role, content = plain
         if role == "system" and out and out[0]["role"] == "system":
             out[0]["content"] += "\n\n" + content
         elif out and out[-1]["role"] == role:

@@ -10,7 +10,8 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.deps import authenticate_connection, count_request
 from app.auth.principal import Forbidden, require_tenant
-from app.mcp_server.server import Caller, build_server
+from app.mcp_server.server import build_server
+from app.mcp_server.tools import Caller
 from app.runtime import runtime
 
 CALLER_KEY = "engram.mcp.caller"  # where McpEndpoint leaves the authenticated caller in the ASGI scope

@@ -8,7 +8,8 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from app.auth.models import DEFAULT_TENANT_ID
 from app.auth.principal import Principal, Unauthorized, require_tenant
-from app.mcp_server.server import Caller, build_server
+from app.mcp_server.server import build_server
+from app.mcp_server.tools import Caller
 from app.runtime import Runtime
 
 log = logging.getLogger("engram.mcp")

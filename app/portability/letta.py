@@ -59,23 +59,7 @@ def to_document(body: dict[str, Any]) -> tuple[dict[str, Any], Report]:
 
 
 def _translate(body: dict[str, Any], report: Report) -> dict[str, Any]:
-    if isinstance(body.get("agents"), list):  # letta ≥ 0.8
-        agents = [a for a in body["agents"] if isinstance(a, dict)]
-        if not agents:
-            raise Unprocessable("the Letta agent file has no agent in `agents`")
-        agent = agents[0]
-        if len(agents) > 1:
-            others = ", ".join(str(a.get("name")) for a in agents[1:])
-            report.notes.append(f"the file holds {len(agents)} agents; imported the first, {agent.get('name')!r} (not: {others})")
-        blocks = _chosen(_dicts(body.get("blocks")), agent.get("block_ids")) + _dicts(agent.get("memory_blocks"))
-        tools = _chosen(_dicts(body.get("tools")), agent.get("tool_ids"))
-        for kind in ("sources", "files", "groups", "mcp_servers"):
-            if body.get(kind):
-                report.notes.append(f"{kind} are not imported ({len(body[kind])} in the file)")
-    else:  # letta ≤ 0.7: the agent is the document
-        agent = body
-        blocks = _dicts(body.get("core_memory")) + _dicts(body.get("memory_blocks"))
-        tools = _dicts(body.get("tools"))
+    agent, blocks, tools = _agent_parts(body, report)
     file_time = _time(body.get("created_at"), utcnow())
     created = _time(agent.get("created_at"), file_time)
 
@@ -114,6 +98,24 @@ def _translate(body: dict[str, Any], report: Report) -> dict[str, Any]:
         "messages": messages,
         "turns": [],
     }
+
+
+def _agent_parts(body: dict[str, Any], report: Report) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The agent, its blocks and its tools, as either generation of the file holds them."""
+    if not isinstance(body.get("agents"), list):  # letta ≤ 0.7: the agent is the document
+        return body, _dicts(body.get("core_memory")) + _dicts(body.get("memory_blocks")), _dicts(body.get("tools"))
+    agents = [a for a in body["agents"] if isinstance(a, dict)]
+    if not agents:
+        raise Unprocessable("the Letta agent file has no agent in `agents`")
+    agent = agents[0]
+    if len(agents) > 1:
+        others = ", ".join(str(a.get("name")) for a in agents[1:])
+        report.notes.append(f"the file holds {len(agents)} agents; imported the first, {agent.get('name')!r} (not: {others})")
+    for kind in ("sources", "files", "groups", "mcp_servers"):
+        if body.get(kind):
+            report.notes.append(f"{kind} are not imported ({len(body[kind])} in the file)")
+    blocks = _chosen(_dicts(body.get("blocks")), agent.get("block_ids")) + _dicts(agent.get("memory_blocks"))
+    return agent, blocks, _chosen(_dicts(body.get("tools")), agent.get("tool_ids"))
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

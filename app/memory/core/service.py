@@ -88,22 +88,15 @@ class CoreMemory:
         block must exist: a mistyped label is a 404 naming the agent's blocks, never a new block. `value` may be an
         edit of the current value, applied under the row lock: no lost updates."""
         block = await self.blocks.get(agent_id, label, for_update=True)
-        if block is not None and create:
-            raise PreconditionFailed(f"block '{label}' exists already")
         if block is None:
-            labels = [b.label for b in await self.blocks.of_agent(agent_id)]
-            if not create:
-                raise NotFound(f"the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
-            if expected_version is not None:
-                raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
-            if len(labels) >= MAX_BLOCKS:
-                raise Unprocessable(f"an agent has at most {MAX_BLOCKS} core memory blocks")
-            block = MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
-        if expected_version is not None and block.version != expected_version:
+            block = await self._new_block(agent_id, label, create=create, expected_version=expected_version, limit=limit)
+        elif create:
+            raise PreconditionFailed(f"block '{label}' exists already")
+        elif expected_version is not None and block.version != expected_version:
             raise PreconditionFailed(
                 f"block '{label}' is at version {block.version}, not {expected_version}: reload it and retry"
             )
-        if source == "agent" and block.read_only:
+        elif source == "agent" and block.read_only:
             raise BlockReadOnly(f"core memory block '{label}' is read-only")
         if callable(value):
             value = value(block.value)
@@ -121,6 +114,19 @@ class CoreMemory:
         await self.blocks.add(block)
         await self._record(block, source, turn_id)
         return block
+
+    async def _new_block(
+        self, agent_id: uuid.UUID, label: str, *, create: bool, expected_version: int | None, limit: int | None
+    ) -> MemoryBlock:
+        """The block `write` makes where there is none, if it may: only with `create`, and within MAX_BLOCKS."""
+        labels = [b.label for b in await self.blocks.of_agent(agent_id)]
+        if not create:
+            raise NotFound(f"the agent has no core memory block '{label}'; its blocks: {', '.join(labels)}")
+        if expected_version is not None:
+            raise PreconditionFailed(f"block '{label}' does not exist, so it cannot be at version {expected_version}")
+        if len(labels) >= MAX_BLOCKS:
+            raise Unprocessable(f"an agent has at most {MAX_BLOCKS} core memory blocks")
+        return MemoryBlock(agent_id=agent_id, label=label, value="", char_limit=limit or DEFAULT_BLOCK_LIMIT, version=0)
 
     async def revision_value(self, agent_id: uuid.UUID, label: str, version: int) -> str:
         revision = next((r for r in await self.history(agent_id, label) if r.version == version), None)
