@@ -46,7 +46,7 @@ from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
-from app.memory.imports import ImportWorker
+from app.memory.archival.imports import ImportWorker
 from app.memory.search import agent_indexes
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware

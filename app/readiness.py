@@ -42,11 +42,11 @@ from app.errors import NotFound
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.prepared import PreparedEmbedder
 from app.memory.archival.service import ArchivalMemory
-from app.memory.cohort_baseline import GENERAL_QUESTIONS, PERSONAL_QUESTIONS, cohorts_embedded
 from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection import ready as recollection_ready
+from app.memory.recollection.recollector import ready as recollection_ready
 from app.memory.search.agent_indexes import TABLES
+from app.memory.search.baseline import GENERAL_QUESTIONS, PERSONAL_QUESTIONS, cohorts_embedded
 from app.memory.search.query import SearchQuery
 
 log = logging.getLogger("engram")

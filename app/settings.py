@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     context_target_fraction: float = Field(default=0.5, gt=0, lt=1)
 
     # Memories searched with the user's message at the start of a turn and put into the prompt, within this many
-    # characters (app/memory/recollection.py); also the default budget of POST …/recollection.
+    # characters (app/memory/recollection/recollector.py); also the default budget of POST …/recollection.
     auto_retrieval: bool = True
     recollection_chars: int = Field(default=1500, ge=1, le=20_000)
     turn_lock_timeout_seconds: float = 30.0

@@ -14,7 +14,7 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
 - the first-week set: small personal stores, each in its agent (bench/first_week.py, which reports it).
 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
-each turn folded into it). A long memory is shown as an excerpt (app/memory/excerpt.py), which may leave out what
+each turn folded into it). A long memory is shown as an excerpt (app/memory/recollection/excerpt.py), which may leave out what
 answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
 answer's words that the turn holds (turns that hold none count as handed over). `ev`: evidence turns handed over /
 all (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API
@@ -44,10 +44,10 @@ from fastapi.testclient import TestClient
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
-from app.memory import recollection_gate
-from app.memory.excerpt import CUT_MARK
-from app.memory.recollection import Recollector
-from app.memory.recollection_gate import Recollection, select
+from app.memory.recollection import gate as recollection_gate
+from app.memory.recollection.excerpt import CUT_MARK
+from app.memory.recollection.gate import Recollection, select
+from app.memory.recollection.recollector import Recollector
 from app.settings import Settings
 from bench import first_week, fusion_replica
 from bench.embedding_cache import CachedEmbedder

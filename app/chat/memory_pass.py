@@ -38,8 +38,8 @@ from app.llm.tokens import estimate_tokens
 from app.llm.types import CompletionRequest, ToolCall
 from app.memory.core.service import CoreMemory
 from app.memory.models import MemoryBlock, Message
-from app.memory.prompt_text import core_section
 from app.memory.recall.service import RecallMemory
+from app.memory.recollection.prompt_text import core_section
 from app.metrics import MEMORY_PASSES
 from app.models_base import utcnow
 from app.quotas.service import Meter

@@ -13,12 +13,12 @@ from app.db import rejected_as_data
 from app.errors import EngramError, PreconditionFailed, format_validation
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
+from app.memory.archival.timeline import related, supersede
 from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage, Message
 from app.memory.recall.service import RecallMemory
 from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank
 from app.memory.search.query import SearchQuery
-from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
 
 PAGE_SIZE = 5

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import db
 from app.main import create_app
-from app.memory import cohort_baseline
+from app.memory.search import baseline as cohort_baseline
 from app.runtime import runtime
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
 from tests.support.chat import chat

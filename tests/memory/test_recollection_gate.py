@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.memory import recollection_gate
-from app.memory.recollection_gate import Kind, Recollection, select
+from app.memory.recollection import gate as recollection_gate
+from app.memory.recollection.gate import Kind, Recollection, select
 from app.memory.search import lexical
 
 WHEN = datetime(2026, 5, 1, tzinfo=UTC)

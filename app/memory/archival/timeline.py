@@ -8,11 +8,11 @@ from datetime import datetime
 from app.errors import Conflict, NotFound
 from app.llm.embeddings import EmbeddingError
 from app.memory.archival.service import ArchivalMemory, NewPassage, Stored
-from app.memory.cohort_baseline import baseline, cohorts_embedded
 from app.memory.models import ArchivalPassage
+from app.memory.search.baseline import baseline, cohorts_embedded
 
 # A stored passage is "possibly about the same thing" as a new one when the new text, embedded as a query, is this
-# much closer to it than to generic text (the margin over the baseline of app/memory/cohort_baseline.py, as automatic
+# much closer to it than to generic text (the margin over the baseline of app/memory/search/baseline.py, as automatic
 # recollection gates on). Chosen with bench/related_passages.py on multilingual-e5-small: 16 newer facts (9
 # English, 5 Japanese, 2 across the languages) against the older fact each replaces and every other fact of the
 # same user. Raw cosine cannot separate them (same-topic pairs 0.802-0.957, other-topic pairs up to 0.869). At a

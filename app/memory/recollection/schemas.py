@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
-from app.memory.recollection import CoreBlocks, Recalled, Recollector
-from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
+from app.memory.recollection.gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
+from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
+from app.memory.recollection.recollector import CoreBlocks, Recalled, Recollector
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, AskersInstant, Tag
 from app.request_body import RequestBody
 

@@ -2,7 +2,7 @@
 chat path puts them into its system prompt at the start of a turn; `POST …/recollection` hands them to a service
 that runs its own LLM. Both call `Recollector.recollect`, so the two never drift. The message is searched in
 archival and recall memory (the hybrid search); which hits go in, and how they are written, is the gate's
-(app/memory/recollection_gate.py)."""
+(app/memory/recollection/gate.py)."""
 
 import asyncio
 import uuid
@@ -18,12 +18,10 @@ from app.db import reading
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory
 from app.memory.archival.validity import CURRENT, Validity
-from app.memory.cohort_baseline import baseline, embed_cohorts
 from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage, MemoryBlock, Message
-from app.memory.prompt_text import core_section, memories_section
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection_gate import (
+from app.memory.recollection.gate import (
     BUDGET_CHARS,
     KINDS,
     PERSONAL,
@@ -38,7 +36,9 @@ from app.memory.recollection_gate import (
     searched_for,
     select,
 )
+from app.memory.recollection.prompt_text import core_section, memories_section
 from app.memory.search import lexical
+from app.memory.search.baseline import baseline, embed_cohorts
 from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
 from app.metrics import RECOLLECTED_MEMORIES, RECOLLECTIONS

@@ -7,7 +7,7 @@
   memories far better than the raw cosine (bench/ARCHIVE.md).
 - Personal: how much more the query is like questions about the asker's own life ("When is my appointment?") than
   like questions of general knowledge ("Who invented the telephone?"), its mean cosine to each cohort (as queries).
-  Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection.py).
+  Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection/recollector.py).
 - Scale: what the model's cosine differences are multiplied by to read on multilingual-e5-small's scale, on which
   every threshold on them was chosen: e5's room between unrelated texts' cosine and an identical text's over the
   model's own.

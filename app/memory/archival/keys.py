@@ -9,9 +9,9 @@ from typing import Literal
 
 from app.errors import NotFound
 from app.memory.archival.service import ArchivalMemory, NewPassage, normalise_tags
+from app.memory.archival.timeline import supersede
 from app.memory.erasure import Erasure, erase_key
 from app.memory.models import ArchivalPassage
-from app.memory.timeline import supersede
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The gate and the budget of recollection (app/memory/recollection.py reads the hits): which hits go in, in
+"""The gate and the budget of recollection (app/memory/recollection/recollector.py reads the hits): which hits go in, in
 what order, and how they are written.
 
 A relevance gate first asks whether memory holds anything about the message at all: some hit must be close in
 meaning or share enough of the query's words. Close: its cosine similarity stands out from the query's baseline
-(the margin over the query's similarity to generic text, on e5's scale, see app/memory/cohort_baseline.py; a raw
+(the margin over the query's similarity to generic text, on e5's scale, see app/memory/search/baseline.py; a raw
 cosine cannot tell, since multilingual-e5 scores unrelated texts 0.75-0.85). Words: lexical coverage, the share of
 the query's distinct tokens found in the hit (bigrams for Japanese). When nothing is evident, nothing goes in:
 irrelevant memories mislead a model. A question about the asker's own life (`Baseline.personal`) needs less margin:
@@ -19,7 +19,7 @@ neither words nor much meaning with the question, and the fused ranking, not the
 long for what is left gives way to shorter ones after it, a short reply brings the question it answers when both fit
 ("Yes, last summer" means nothing alone), and a text already chosen is not repeated (a handed-in turn stored twice,
 the message being answered). They are written under a heading per day (and memory, for earlier messages), in the
-order they were said, one line each, as data (app/memory/prompt_text.py). Thresholds come from bench/recollection.py,
+order they were said, one line each, as data (app/memory/recollection/prompt_text.py). Thresholds come from bench/recollection.py,
 chosen on LoCoMo, LongMemEval, the Japanese set and the first-week set together (bench/README.md)."""
 
 import functools
@@ -33,8 +33,8 @@ from functools import cached_property
 from statistics import NormalDist
 from typing import Literal
 
-from app.memory.excerpt import excerpt
-from app.memory.prompt_text import marked, one_line
+from app.memory.recollection.excerpt import excerpt
+from app.memory.recollection.prompt_text import marked, one_line
 from app.memory.search import lexical
 
 Kind = Literal["archival", "recall"]
@@ -78,7 +78,7 @@ MIN_QUERY_TOKENS_FOR_COVERAGE = 2
 EVIDENT_RATIO = 0.0
 COMPANY_RATIO = 0.5
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
-# One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/excerpt.py): at
+# One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/recollection/excerpt.py): at
 # 1,500 characters, 330 (a fixed 600 before). Chosen with bench/recollection.py on the three sets at once, an evidence
 # turn counting only if what is shown of it keeps the answer's words: of the shares 0.11 to 0.40, 0.22 is the one that
 # loses nothing on any set at any budget (bench/README.md); shorter excerpts drop the words that answer.
