@@ -46,7 +46,7 @@ from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
 from app.memory.recollection import gate as recollection_gate
 from app.memory.recollection.excerpt import CUT_MARK
-from app.memory.recollection.gate import Recollection, select
+from app.memory.recollection.gate import Candidate, select
 from app.memory.recollection.recollector import Recollector
 from app.settings import Settings
 from bench import first_week, fusion_replica
@@ -72,14 +72,14 @@ HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and 
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
 
 
-def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
+def pack(ranked: list[Candidate], budget: int) -> list[Candidate]:
     """The budget filled in rank order, as a caller packing a search's hits would: no gate, no excerpts (a memory
     cut at HEAD_CUT); a hit too long for what is left gives way to the next that fits (select's rule)."""
     scored = [replace(r, margin=1.0, score=float(len(ranked) - i), terms=frozenset()) for i, r in enumerate(ranked)]
     return select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
 
 
-def ceiling(loaded: Loaded, q: Question, hits: list[Recollection], budget: int) -> list[Recollection]:
+def ceiling(loaded: Loaded, q: Question, hits: list[Candidate], budget: int) -> list[Candidate]:
     """The most of the evidence that any order of `hits` could hand over, as recollection shows memories (excerpts
     about the query, within its share of the budget): the hits standing for evidence first, in rank order, then the
     rest; nothing when the question has no evidence. What no selection over these hits can beat."""
@@ -90,7 +90,7 @@ def ceiling(loaded: Loaded, q: Question, hits: list[Recollection], budget: int) 
     return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
 
 
-def before(hits: list[Recollection], budget: int) -> list[Recollection]:
+def before(hits: list[Candidate], budget: int) -> list[Candidate]:
     hits = [replace(h, terms=frozenset()) for h in hits]
     chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT)
     return chosen[: int(BEFORE["most"])]
@@ -105,8 +105,8 @@ class Tally:
     chars: list[int] = field(default_factory=list)
     unrelated: list[bool] = field(default_factory=list)
 
-    def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[tuple[uuid.UUID, str]], chars: int) -> None:
-        shown = [(c.id, c.shown) if isinstance(c, Recollection) else c for c in chosen]
+    def add(self, loaded: Loaded, q: Question, chosen: list[Candidate] | list[tuple[uuid.UUID, str]], chars: int) -> None:
+        shown = [(c.id, c.shown) if isinstance(c, Candidate) else c for c in chosen]
         if not q.evidence:  # an unrelated question (Japanese set) should get nothing; an abstention may get some
             if q.category == "unrelated":
                 self.unrelated.append(bool(shown))
@@ -128,7 +128,7 @@ class Tally:
         return f"ev {self.ev:.3f} kept {kept:.3f} q {q:.3f} chars {chars:5.0f}{unrelated}"
 
 
-def chars_of(chosen: list[Recollection]) -> int:
+def chars_of(chosen: list[Candidate]) -> int:
     return len(recollection_gate.render(recollection_gate.arrange(chosen)) or "")
 
 
@@ -238,7 +238,7 @@ def whole_line(loaded: Loaded, turn: int) -> str:
     """A stored turn's line in a prompt, whole (every memory stored, with a vector or without)."""
     passage = loaded.corpus.passages[turn]
     role, said = passage.split(": ", 1) if loaded.kind == "recall" else (None, passage)
-    memory = Recollection(loaded.kind, uuid.uuid4(), said if said.strip() else "…", datetime.now(), 0, 0, 0, 0, role)
+    memory = Candidate(loaded.kind, uuid.uuid4(), said if said.strip() else "…", datetime.now(), 0, 0, 0, 0, role)
     return replace(memory, cap=3 * len(memory.content)).item  # line breaks lengthen it
 
 

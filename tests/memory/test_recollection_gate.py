@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from app.memory.recollection import gate as recollection_gate
-from app.memory.recollection.gate import Kind, Recollection, select
+from app.memory.recollection.gate import Candidate, Kind, select
 from app.memory.search import lexical
 
 WHEN = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def hit(content: str, score: float, *, margin: float = 0.0, coverage: float = 0.0, kind: Kind = "archival") -> Recollection:
-    return Recollection(kind, uuid.uuid4(), content, WHEN, similarity=0.8, margin=margin, coverage=coverage, score=score)
+def hit(content: str, score: float, *, margin: float = 0.0, coverage: float = 0.0, kind: Kind = "archival") -> Candidate:
+    return Candidate(kind, uuid.uuid4(), content, WHEN, similarity=0.8, margin=margin, coverage=coverage, score=score)
 
 
 def test_nothing_goes_in_unless_some_hit_is_relevant_on_its_own() -> None:

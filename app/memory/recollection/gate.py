@@ -125,7 +125,7 @@ def memory_chars(budget: int, share: float = MEMORY_SHARE) -> int:
 
 
 @dataclass(frozen=True)  # what is shown of it is worked out once (`cached_property`); a changed hit is a new one
-class Recollection:
+class Candidate:
     kind: Kind
     id: uuid.UUID
     content: str
@@ -178,7 +178,7 @@ def searched_for(budget: int) -> int:
 
 
 def select(
-    hits: list[Recollection],
+    hits: list[Candidate],
     *,
     budget: int = BUDGET_CHARS,
     company: float = COMPANY_RATIO,
@@ -187,13 +187,13 @@ def select(
     per_memory: int | None = None,
     questioned: int = QUESTIONED_CHARS,
     facts: bool = True,
-) -> list[Recollection]:
+) -> list[Candidate]:
     """The hits that go into the prompt, best first (a reply's question after it): none unless one is evident; then
     the evident ones within `evident_ratio` of the best evident score of their memory and the others within `company`
     of its best score, within `budget` characters as `render` writes them, each within `per_memory`
     (`memory_chars(budget)` unless given). A hit too long for what is left of the budget leaves its place to the next
     that fits (the first is cut to fit); a reply of at most `questioned` characters comes with the question it
-    answers (`Recollection.answers`, one of `hits`) when both fit; a text already chosen, or one of `repeats` (the
+    answers (`Candidate.answers`, one of `hits`) when both fit; a text already chosen, or one of `repeats` (the
     message being answered), is not repeated. With `facts`, a fact goes where it or one of its sources (the lines
     it was drawn from, among `hits`) would, and they stay out: one of them carries what both tell, and the fact in
     fewer characters (a source line let in after its fact where it holds terms of the query the fact lacks handed over
@@ -206,17 +206,17 @@ def select(
     # date or speaker bonus, a strong BM25 share) must not push out what opened the gate.
     best_evident = _best_scores([h for h in hits if h.evident])
 
-    def comes_along(h: Recollection) -> bool:
+    def comes_along(h: Candidate) -> bool:
         if h.evident:
             return h.score >= evident_ratio * best_evident[h.kind]
         return h.score >= company * best[h.kind]
 
     seen = {_said(text) for text in repeats}
-    chosen: list[Recollection] = []
+    chosen: list[Candidate] = []
     headings: set[str] = set()
     used = -1  # the lines' newlines: one fewer than the lines
 
-    def cost(*lines: Recollection) -> int:
+    def cost(*lines: Candidate) -> int:
         """What `lines` add to the section, a heading for each day not shown yet."""
         days = {line.heading for line in lines} - headings
         return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
@@ -228,7 +228,7 @@ def select(
         if _said(hit.content) in seen or any(c.id in kin.get(hit.id, ()) for c in chosen):
             continue  # a text already chosen; a line whose fact is (or a fact whose line is: its fact was too long)
         hit = _within(hit, per_memory)
-        shown: Recollection | None = hit
+        shown: Candidate | None = hit
         if not chosen and used + cost(hit) > budget:
             shown = _cut_to(hit, budget - cost(hit) + len(hit.item))
         if shown is None or used + cost(shown) > budget:
@@ -249,7 +249,7 @@ def select(
     return chosen
 
 
-def _kin(hits: list[Recollection]) -> dict[uuid.UUID, set[uuid.UUID]]:
+def _kin(hits: list[Candidate]) -> dict[uuid.UUID, set[uuid.UUID]]:
     """Each hit's facts and sources among `hits`: the lines that tell what it tells, in other words."""
     kin: dict[uuid.UUID, set[uuid.UUID]] = {}
     ids = {h.id for h in hits}
@@ -260,15 +260,15 @@ def _kin(hits: list[Recollection]) -> dict[uuid.UUID, set[uuid.UUID]]:
     return kin
 
 
-def _facts_first(ranked: list[Recollection], hits: list[Recollection]) -> list[Recollection]:
+def _facts_first(ranked: list[Candidate], hits: list[Candidate]) -> list[Candidate]:
     """`ranked` with each hit's best fact (among `hits`, come along or not) just before it: a fact says in 90
     characters what its source lines say in 300, so where a line would go, its fact goes first. Only the best: a line
     that several facts were drawn from does not bring them all (the others go on their own scores)."""
-    best_fact: dict[uuid.UUID, Recollection] = {}
+    best_fact: dict[uuid.UUID, Candidate] = {}
     for fact in sorted(hits, key=lambda h: -h.score):
         for source in fact.sources:
             best_fact.setdefault(source, fact)
-    order: dict[uuid.UUID, Recollection] = {}
+    order: dict[uuid.UUID, Candidate] = {}
     for hit in ranked:
         if (best := best_fact.get(hit.id)) is not None:
             order.setdefault(best.id, best)
@@ -276,7 +276,7 @@ def _facts_first(ranked: list[Recollection], hits: list[Recollection]) -> list[R
     return list(order.values())
 
 
-def _within(hit: Recollection, per_memory: int) -> Recollection:
+def _within(hit: Candidate, per_memory: int) -> Candidate:
     """The hit shown within `per_memory` characters."""
     if hit.cap != per_memory and len(hit.content) > min(hit.cap, per_memory):  # else shown alike
         return replace(hit, cap=per_memory)
@@ -287,7 +287,7 @@ def _said(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
+def _cut_to(hit: Candidate, chars: int) -> Candidate | None:
     """The hit cut so that its line takes at most `chars` characters (escaping may lengthen it); None if no useful
     part of it fits."""
     cut = replace(hit, cap=min(hit.cap, chars))
@@ -296,7 +296,7 @@ def _cut_to(hit: Recollection, chars: int) -> Recollection | None:
     return cut if cut.cap >= min(40, len(hit.shown)) else None
 
 
-def _best_scores(hits: list[Recollection]) -> dict[str, float]:
+def _best_scores(hits: list[Candidate]) -> dict[str, float]:
     """The best score of each memory (kind) among `hits`."""
     best: dict[str, float] = {}
     for h in hits:
@@ -304,18 +304,18 @@ def _best_scores(hits: list[Recollection]) -> dict[str, float]:
     return best
 
 
-def arrange(chosen: list[Recollection]) -> list[Recollection]:
+def arrange(chosen: list[Candidate]) -> list[Candidate]:
     """In the order `render` writes them: under the heading of their day, the day of its best hit placing a heading
     (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters each,
     bench/ARCHIVE.md "Memory in the prompt"), and within a day in the order they were said, so that a day's lines
     read as its conversation did (a reply after its question)."""
-    days: dict[str, list[Recollection]] = {}
+    days: dict[str, list[Candidate]] = {}
     for r in chosen:
         days.setdefault(r.heading, []).append(r)
     return [r for rs in days.values() for r in sorted(rs, key=lambda r: (r.occurred_at, r.written))]
 
 
-def render(chosen: list[Recollection]) -> str | None:
+def render(chosen: list[Candidate]) -> str | None:
     """The section's lines ("[2023-05-08]" for archival memory, "[conversation, 2023-05-08]" for earlier messages,
     then a line per memory); None for no memories."""
     lines: list[str] = []

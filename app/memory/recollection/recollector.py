@@ -26,8 +26,8 @@ from app.memory.recollection.gate import (
     KINDS,
     PERSONAL,
     WINDOW_RATIO,
+    Candidate,
     Kind,
-    Recollection,
     acknowledges,
     arrange,
     coverage,
@@ -45,11 +45,11 @@ from app.metrics import RECOLLECTED_MEMORIES, RECOLLECTIONS
 
 
 @dataclass
-class Recalled:
+class Recollection:
     """What recollection hands over: the memories in the order `body` lists them, `body` the section's lines (None:
     nothing), and `core` the core-memory section (when asked for)."""
 
-    memories: list[Recollection] = field(default_factory=list)
+    memories: list[Candidate] = field(default_factory=list)
     body: str | None = None
     core: str | None = None
 
@@ -118,7 +118,7 @@ class Recollector:
         kinds: Sequence[Kind] = KINDS,
         as_of: datetime | None = None,
         below_seq: int | None = None,
-    ) -> list[Recollection]:
+    ) -> list[Candidate]:
         """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
         `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
         found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, core_blocks=None)
@@ -136,16 +136,16 @@ class Recollector:
         *,
         core_blocks: CoreBlocks | None,
         tags: list[str] | None = None,
-    ) -> tuple[list[Recollection], str | None]:
+    ) -> tuple[list[Candidate], str | None]:
         """The hits (`hits`) and the core-memory section of `core_blocks` (None: none)."""
         query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
 
-        def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
+        def candidate(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Candidate:
             margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
             speaker = row.role if isinstance(row, Message) else None
             written = float(row.seq or 0) if isinstance(row, Message) else row.created_at.timestamp()
-            return Recollection(
+            return Candidate(
                 kind,
                 row.id,
                 content,
@@ -164,22 +164,22 @@ class Recollector:
         # one query, its terms, dates and speakers read once for both; "yesterday" is the day before `as_of`
         search = SearchQuery(query, k=searched, now=as_of)
 
-        async def archival(session: AsyncSession) -> list[Recollection]:
+        async def archival(session: AsyncSession) -> list[Candidate]:
             if "archival" not in kinds:
                 return []
             validity = Validity(as_of=as_of) if as_of else CURRENT
             found = await ArchivalMemory(session, self.embedder).search(
                 agent_id, search, tags=tags, vector=embedding, validity=validity
             )
-            return [recollection("archival", passage, passage.content, hit) for passage, hit in found]
+            return [candidate("archival", passage, passage.content, hit) for passage, hit in found]
 
-        async def recall_and_core(session: AsyncSession) -> tuple[list[Recollection], str | None]:
+        async def recall_and_core(session: AsyncSession) -> tuple[list[Candidate], str | None]:
             found = []
             if "recall" in kinds:
                 messages = await RecallMemory(session, self.embedder).search(
                     agent_id, search, below_seq=below_seq, vector=embedding, as_of=as_of
                 )
-                found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
+                found = [candidate("recall", m, m.recall_text(), h) for m, h in messages]
             return found, await core(session, agent_id, as_of, core_blocks) if core_blocks else None
 
         if self.elsewhere is None or not ("recall" in kinds or core_blocks):  # a second connection for nothing
@@ -190,38 +190,11 @@ class Recollector:
                 passages, (messages, section) = await asyncio.gather(archival(self.session), recall_and_core(other))
         return judged(passages + messages, search, base.personal), section
 
-    async def recall(
-        self,
-        agent_id: uuid.UUID,
-        query: str,
-        *,
-        budget: int,
-        kinds: Sequence[Kind] = KINDS,
-        tags: list[str] | None = None,
-        as_of: datetime | None = None,
-        repeats: Iterable[str] = (),
-        core_blocks: CoreBlocks | None = CoreBlocks(),
-    ) -> Recalled:
-        """`recollect` for a query not embedded yet (the recollection API, MCP's recall_context)."""
-        embedding = await self.embedder.embed_query(query)
-        await ready(self.embedder)
-        return await self.recollect(
-            agent_id,
-            query,
-            embedding,
-            budget=budget,
-            kinds=kinds,
-            tags=tags,
-            as_of=as_of,
-            repeats=repeats,
-            core_blocks=core_blocks,
-        )
-
     async def recollect(
         self,
         agent_id: uuid.UUID,
         query: str,
-        embedding: list[float],
+        embedding: list[float] | None = None,
         *,
         budget: int = BUDGET_CHARS,
         kinds: Sequence[Kind] = KINDS,
@@ -230,10 +203,14 @@ class Recollector:
         below_seq: int | None = None,
         repeats: Iterable[str] = (),
         core_blocks: CoreBlocks | None = None,
-    ) -> Recalled:
+    ) -> Recollection:
         """The memories for `query` within `budget` characters (`select` over `hits`), and the core blocks of
-        `core_blocks` as they stood `as_of` (None: no core memory). `repeats`: texts the caller has in front of it
-        already; `tags`: only passages carrying all of them."""
+        `core_blocks` as they stood `as_of` (None: no core memory). `embedding`: the query's, when the caller has it
+        (the chat path embeds the message before its turn reads); None: embedded here, with what `ready` asks.
+        `repeats`: texts the caller has in front of it already; `tags`: only passages carrying all of them."""
+        if embedding is None:
+            embedding = await self.embedder.embed_query(query)
+            await ready(self.embedder)
         found, section = await self._read(
             agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
         )
@@ -242,10 +219,10 @@ class Recollector:
         RECOLLECTIONS.labels(self.caller, outcome).inc()
         if chosen:
             RECOLLECTED_MEMORIES.labels(self.caller).observe(len(chosen))
-        return Recalled(chosen, render(chosen), section)
+        return Recollection(chosen, render(chosen), section)
 
 
-def judged(hits: list[Recollection], search: SearchQuery, personal: float) -> list[Recollection]:
+def judged(hits: list[Candidate], search: SearchQuery, personal: float) -> list[Candidate]:
     """`hits` with what their query asks of them: the margin for as many memories as were compared (`min_margin`).
     For a question about the asker's own past that names a time ("What did I do last week?", 先週末は何をした？), when
     memory holds something said then: only that, the best of it (within WINDOW_RATIO of its best score: "Which

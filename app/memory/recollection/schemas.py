@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.recollection.gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
+from app.memory.recollection.gate import KINDS, MAX_BUDGET_CHARS, Candidate, Kind, query_of
 from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
-from app.memory.recollection.recollector import CoreBlocks, Recalled, Recollector
+from app.memory.recollection.recollector import CoreBlocks, Recollection, Recollector
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, AskersInstant, Tag
 from app.request_body import RequestBody
 
@@ -125,7 +125,7 @@ class RecollectedMemory(BaseModel):
     )
 
     @classmethod
-    def of(cls, r: Recollection) -> "RecollectedMemory":
+    def of(cls, r: Candidate) -> "RecollectedMemory":
         return cls(
             kind=r.kind,
             id=r.id,
@@ -148,11 +148,11 @@ class RecollectionRead(BaseModel):
     query: str = Field(description="what was searched (built from `messages` when given)")
 
     @classmethod
-    def of(cls, recalled: Recalled, request: RecollectionRequest) -> "RecollectionRead":
+    def of(cls, recollection: Recollection, request: RecollectionRequest) -> "RecollectionRead":
         return cls(
-            text=recalled.text(MEMORIES_HEADING if request.can_search else RECOLLECTION_HEADING),
-            memories=[RecollectedMemory.of(r) for r in recalled.memories],
-            chars=recalled.chars,
+            text=recollection.text(MEMORIES_HEADING if request.can_search else RECOLLECTION_HEADING),
+            memories=[RecollectedMemory.of(r) for r in recollection.memories],
+            chars=recollection.chars,
             query=request.search_text,
         )
 
@@ -168,7 +168,7 @@ async def recollected(
         blocks = CoreBlocks(leave_out=LEFT_OUT_BY_DEFAULT)
     else:
         blocks = CoreBlocks(only=request.core_blocks)
-    recalled = await recollector.recall(
+    recollection = await recollector.recollect(
         agent_id,
         request.search_text,
         budget=request.max_chars or budget,
@@ -178,4 +178,4 @@ async def recollected(
         repeats=request.said,
         core_blocks=blocks,
     )
-    return RecollectionRead.of(recalled, request)
+    return RecollectionRead.of(recollection, request)
