@@ -19,7 +19,7 @@ answers, so each turn is also counted strictly (`kept`): only if what is shown o
 answer's words that the turn holds (turns that hold none count as handed over). `ev`: evidence turns handed over /
 all (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API
 runs, designs of the selection (what one memory may take of the budget) are scored offline on the same hits
-(`recollection_gate.select`, the function the service runs), each set at once: the protocol picks the design with
+(`selection.select`, the function the service runs), each set at once: the protocol picks the design with
 the best worst case over the sets, on `kept`.
 
     python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
@@ -44,9 +44,9 @@ from fastapi.testclient import TestClient
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
-from app.memory.recollection import gate as recollection_gate
+from app.memory.recollection import rendering, selection
+from app.memory.recollection.candidate import Candidate, memory_chars
 from app.memory.recollection.excerpt import CUT_MARK
-from app.memory.recollection.gate import Candidate, select
 from app.memory.recollection.recollector import Recollector
 from app.settings import Settings
 from bench import first_week, fusion_replica
@@ -63,10 +63,10 @@ OFF_TOPIC = Path(__file__).resolve().parent.parent / "tests" / "data" / "off_top
 BASELINE_DEPTH = 100
 MEMORIES = "<memories>\n"
 # The selection's designs scored offline: the share of the budget one memory may take (its excerpt 0.9 of that);
-# the shipped one is recollection_gate.MEMORY_SHARE.
+# the shipped one is candidate.MEMORY_SHARE.
 DESIGNS = (0.11, 0.15, 0.18, 0.2, 0.22, 0.25, 0.3, 0.4)
 # The longest reply that brings the question it answers (0: none does); the shipped one is
-# recollection_gate.QUESTIONED_CHARS.
+# selection.QUESTIONED_CHARS.
 QUESTIONED = (0, 30, 45, 60, 80, 120, 200)
 HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and what (a) and (b) pack)
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
@@ -76,7 +76,7 @@ def pack(ranked: list[Candidate], budget: int) -> list[Candidate]:
     """The budget filled in rank order, as a caller packing a search's hits would: no gate, no excerpts (a memory
     cut at HEAD_CUT); a hit too long for what is left gives way to the next that fits (select's rule)."""
     scored = [replace(r, margin=1.0, score=float(len(ranked) - i), terms=frozenset()) for i, r in enumerate(ranked)]
-    return select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
+    return selection.select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
 
 
 def ceiling(loaded: Loaded, q: Question, hits: list[Candidate], budget: int) -> list[Candidate]:
@@ -87,12 +87,14 @@ def ceiling(loaded: Loaded, q: Question, hits: list[Candidate], budget: int) -> 
         return []
     ranked = sorted(hits, key=lambda h: not loaded.turns.get(h.id, set()) & q.evidence)  # stable: rank order kept
     scored = [replace(r, margin=1.0, score=float(len(ranked) - i)) for i, r in enumerate(ranked)]
-    return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
+    return selection.select(scored, budget=budget, company=0.0, evident_ratio=0.0)
 
 
 def before(hits: list[Candidate], budget: int) -> list[Candidate]:
     hits = [replace(h, terms=frozenset()) for h in hits]
-    chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT)
+    chosen = selection.select(
+        hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT
+    )
     return chosen[: int(BEFORE["most"])]
 
 
@@ -129,7 +131,7 @@ class Tally:
 
 
 def chars_of(chosen: list[Candidate]) -> int:
-    return len(recollection_gate.render(recollection_gate.arrange(chosen)) or "")
+    return len(rendering.render(rendering.arrange(chosen)) or "")
 
 
 async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -> dict[str, dict[str, Tally]]:
@@ -148,31 +150,33 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                     vector = await embedder.embed_query(q.text)
                     async with sessions() as session:
                         hits = await Recollector(session, embedder).hits(
-                            uuid.UUID(one.agent_id), q.text, vector, searched=recollection_gate.MAX_SEARCHED, kinds=[one.kind]
+                            uuid.UUID(one.agent_id), q.text, vector, searched=selection.MAX_SEARCHED, kinds=[one.kind]
                         )
                     rrf = fusion_replica.baselines(one.index, q.text, np.asarray(vector, dtype=np.float32), BASELINE_DEPTH)
                     fused = [one.rows[i] for i in rrf["rrf k=60"]]
                     for budget in BUDGETS:
-                        searched = hits[: recollection_gate.searched_for(budget)]
+                        searched = hits[: selection.searched_for(budget)]
                         methods = {
                             "(a) search hits in rank order": pack(searched, budget),
                             "(b) rrf k=60 in rank order": pack(fused, budget),
                             "before (ratios 0.665/0.8, at most 15)": before(searched, budget),
                         }
-                        for depth in sorted({recollection_gate.searched_for(budget), recollection_gate.MAX_SEARCHED}):
+                        for depth in sorted({selection.searched_for(budget), selection.MAX_SEARCHED}):
                             methods[f"(c) ceiling, evidence first of top {depth:>3}"] = ceiling(one, q, hits[:depth], budget)
                         for share in DESIGNS:
-                            per_memory = recollection_gate.memory_chars(budget, share)
-                            methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
+                            per_memory = memory_chars(budget, share)
+                            methods[f"design share {share:.2f}"] = selection.select(
+                                searched, budget=budget, per_memory=per_memory
+                            )
                         for facts in (False, True):
-                            methods[f"design: a fact stands for its sources {facts}"] = select(
+                            methods[f"design: a fact stands for its sources {facts}"] = selection.select(
                                 searched, budget=budget, facts=facts
                             )
-                        by_length = {chars: select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
+                        by_length = {chars: selection.select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
                         for chars, chosen in by_length.items():
                             methods[f"design: a reply of <= {chars:>3} chars brings its question"] = chosen
                         alone = {r.id for r in by_length[0]}
-                        questioned[name] += sum(r.id not in alone for r in by_length[recollection_gate.QUESTIONED_CHARS])
+                        questioned[name] += sum(r.id not in alone for r in by_length[selection.QUESTIONED_CHARS])
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
-from app.memory.recollection.gate import Candidate, Kind
+from app.memory.recollection.candidate import Candidate, Kind
 from app.memory.search import lexical
 from bench import fusion_replica
 from bench.retrieval_sets import Corpus, Question, RetrievalSet

@@ -21,22 +21,11 @@ from app.memory.archival.validity import CURRENT, Validity
 from app.memory.core.service import CoreMemory
 from app.memory.models import ArchivalPassage, MemoryBlock, Message
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection.gate import (
-    BUDGET_CHARS,
-    KINDS,
-    PERSONAL,
-    WINDOW_RATIO,
-    Candidate,
-    Kind,
-    acknowledges,
-    arrange,
-    coverage,
-    min_margin,
-    render,
-    searched_for,
-    select,
-)
+from app.memory.recollection.candidate import BUDGET_CHARS, KINDS, Candidate, Kind
+from app.memory.recollection.gate import PERSONAL, WINDOW_RATIO, acknowledges, coverage, min_margin
 from app.memory.recollection.prompt_text import core_section, memories_section
+from app.memory.recollection.rendering import arrange, render
+from app.memory.recollection.selection import searched_for, select
 from app.memory.search import lexical
 from app.memory.search.baseline import baseline, embed_cohorts
 from app.memory.search.hybrid import Hit

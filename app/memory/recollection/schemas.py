@@ -7,19 +7,23 @@ instructions) and no word of tools the model does not have (the memories' headin
 caller asks for more explicitly: `core_blocks` names the blocks, `can_search` gives the chat path's heading."""
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.recollection.gate import KINDS, MAX_BUDGET_CHARS, Candidate, Kind, query_of
+from app.memory.recollection.candidate import KINDS, Candidate, Kind
 from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
 from app.memory.recollection.recollector import CoreBlocks, Recollection, Recollector
+from app.memory.recollection.selection import MAX_BUDGET_CHARS
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, AskersInstant, Tag
+from app.memory.search import lexical
 from app.request_body import RequestBody
 
 MAX_MESSAGES = 50
 MAX_MESSAGE_CHARS = 32_000
+SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 # Core blocks `text` leaves out unless `core_blocks` names them: the agent's persona speaks for Engram's own chat.
 LEFT_OUT_BY_DEFAULT = ("persona",)
 Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
@@ -179,3 +183,17 @@ async def recollected(
         core_blocks=blocks,
     )
     return RecollectionRead.of(recollection, request)
+
+
+def query_of(messages: Sequence[tuple[str, str]]) -> str:
+    """The query for a recent conversation ([(role, content)], oldest first): its last user message (or its last
+    message, if no user spoke), with the message before it when that one is short ("And when was that?" means
+    nothing alone). Blank messages are passed over; "" if all are blank."""
+    said = [(role, content.strip()) for role, content in messages if content.strip()]
+    if not said:
+        return ""
+    last = max((i for i, (role, _) in enumerate(said) if role == "user"), default=len(said) - 1)
+    query = said[last][1]
+    if last > 0 and len(lexical.query_terms(query)) < SHORT_QUERY_TERMS:
+        query = f"{said[last - 1][1]}\n{query}"
+    return query
