@@ -54,9 +54,33 @@ def select(
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
+    ranked = _coming_along(hits, company, evident_ratio)
+    section = _Section(budget, repeats)
+    by_id = {h.id: h for h in hits}
+    kin = _kin(hits) if facts else {}
+    for hit in _facts_first(ranked, hits) if facts else ranked:
+        if section.holds(hit.content) or any(c.id in kin.get(hit.id, ()) for c in section.chosen):
+            continue  # a text already chosen; a line whose fact is (or a fact whose line is: its fact was too long)
+        shown = section.fitted(_within(hit, per_memory))
+        if shown is None:
+            continue
+        # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit (after
+        # it here, so that the reply's day places the heading; `arrange` puts the question first within a day)
+        question = by_id.get(shown.answers) if shown.answers and len(shown.content) <= questioned else None
+        if question is not None and not section.holds(question.content):
+            question = _within(question, per_memory)
+            section.add(*([shown, question] if section.fits(shown, question) else [shown]))
+        else:
+            section.add(shown)
+    return section.chosen
+
+
+def _coming_along(hits: list[Candidate], company: float, evident_ratio: float) -> list[Candidate]:
+    """The hits that may go in, best first: the evident ones within `evident_ratio` of the best evident score of
+    their memory, the others within `company` of its best score. Evident hits are measured against the best evident
+    one: a hit that outscores it without being evident (a date or speaker bonus, a strong BM25 share) must not push
+    out what opened the gate."""
     best = _best_scores(hits)
-    # Evident hits are measured against the best evident one: a hit that outscores it without being evident (a
-    # date or speaker bonus, a strong BM25 share) must not push out what opened the gate.
     best_evident = _best_scores([h for h in hits if h.evident])
 
     def comes_along(h: Candidate) -> bool:
@@ -64,42 +88,44 @@ def select(
             return h.score >= evident_ratio * best_evident[h.kind]
         return h.score >= company * best[h.kind]
 
-    seen = {_said(text) for text in repeats}
-    chosen: list[Candidate] = []
-    headings: set[str] = set()
-    used = -1  # the lines' newlines: one fewer than the lines
+    return sorted(filter(comes_along, hits), key=lambda h: -h.score)
 
-    def cost(*lines: Candidate) -> int:
+
+class _Section:
+    """The lines chosen so far, as `render` will write them: their texts (and the caller's `repeats`), the days
+    whose headings they bring, and the characters they take of `budget`."""
+
+    def __init__(self, budget: int, repeats: Iterable[str]):
+        self.budget = budget
+        self.chosen: list[Candidate] = []
+        self.seen = {_said(text) for text in repeats}
+        self.headings: set[str] = set()
+        self.used = -1  # the lines' newlines: one fewer than the lines
+
+    def holds(self, text: str) -> bool:
+        return _said(text) in self.seen
+
+    def cost(self, *lines: Candidate) -> int:
         """What `lines` add to the section, a heading for each day not shown yet."""
-        days = {line.heading for line in lines} - headings
+        days = {line.heading for line in lines} - self.headings
         return sum(len(day) + 1 for day in days) + sum(len(line.item) + 1 for line in lines)
 
-    by_id = {h.id: h for h in hits}
-    ranked = sorted(filter(comes_along, hits), key=lambda h: -h.score)
-    kin = _kin(hits) if facts else {}
-    for hit in _facts_first(ranked, hits) if facts else ranked:
-        if _said(hit.content) in seen or any(c.id in kin.get(hit.id, ()) for c in chosen):
-            continue  # a text already chosen; a line whose fact is (or a fact whose line is: its fact was too long)
-        hit = _within(hit, per_memory)
+    def fits(self, *lines: Candidate) -> bool:
+        return self.used + self.cost(*lines) <= self.budget
+
+    def fitted(self, hit: Candidate) -> Candidate | None:
+        """`hit` if it fits what is left of the budget, None if not; the first line is cut to fit."""
         shown: Candidate | None = hit
-        if not chosen and used + cost(hit) > budget:
-            shown = _cut_to(hit, budget - cost(hit) + len(hit.item))
-        if shown is None or used + cost(shown) > budget:
-            continue
-        # "Yes, last summer" means nothing alone: a reply comes with the question it answers when both fit (after
-        # it here, so that the reply's day places the heading; `arrange` puts the question first within a day)
-        question = by_id.get(shown.answers) if shown.answers and len(shown.content) <= questioned else None
-        if question is not None and _said(question.content) not in seen:
-            question = _within(question, per_memory)
-            lines = [shown, question] if used + cost(shown, question) <= budget else [shown]
-        else:
-            lines = [shown]
-        used += cost(*lines)
+        if not self.chosen and not self.fits(hit):
+            shown = _cut_to(hit, self.budget - self.cost(hit) + len(hit.item))
+        return shown if shown is not None and self.fits(shown) else None
+
+    def add(self, *lines: Candidate) -> None:
+        self.used += self.cost(*lines)
         for line in lines:
-            chosen.append(line)
-            seen.add(_said(line.content))
-            headings.add(line.heading)
-    return chosen
+            self.chosen.append(line)
+            self.seen.add(_said(line.content))
+            self.headings.add(line.heading)
 
 
 def _kin(hits: list[Candidate]) -> dict[uuid.UUID, set[uuid.UUID]]:
