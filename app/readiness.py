@@ -41,11 +41,9 @@ from app.db import reading
 from app.errors import NotFound
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.prepared import PreparedEmbedder
-from app.memory.archival.service import ArchivalMemory
 from app.memory.core.service import CoreMemory
-from app.memory.recall.service import RecallMemory
+from app.memory.kinds import SEARCHABLE, Scope
 from app.memory.recollection.recollector import ready as recollection_ready
-from app.memory.search.agent_indexes import TABLES
 from app.memory.search.baseline import GENERAL_QUESTIONS, PERSONAL_QUESTIONS, cohorts_embedded
 from app.memory.search.query import SearchQuery
 
@@ -140,10 +138,10 @@ async def warm_database(
         with suppress(NotFound):  # the lookup every request about an agent makes
             await find_agent(session, nobody, tenant_id=None)
         await CoreMemory(session).blocks_of(nobody)
-        await ArchivalMemory(session, embedder).search(nobody, query, vector=vector)
-        await RecallMemory(session, embedder).search(nobody, query, vector=vector)
-        for table in TABLES:
-            await session.execute(text(f"EXPLAIN SELECT 1 FROM {table}"))
+        for kind in SEARCHABLE:
+            await kind.search(session, embedder, nobody, query, vector, Scope())
+        for kind in SEARCHABLE:
+            await session.execute(text(f"EXPLAIN SELECT 1 FROM {kind.table}"))
 
     try:
         async with AsyncExitStack() as held:

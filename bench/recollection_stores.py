@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
-from app.memory.recollection.candidate import Candidate, Kind
+from app.memory.kinds import Kind
+from app.memory.recollection.candidate import Candidate
 from app.memory.search import lexical
 from bench import fusion_replica
 from bench.retrieval_sets import Corpus, Question, RetrievalSet

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app.memory.kinds import Kind
 from app.memory.recollection import gate, rendering
-from app.memory.recollection.candidate import Candidate, Kind, memory_chars
+from app.memory.recollection.candidate import Candidate, memory_chars
 from app.memory.recollection.selection import select
 from app.memory.search import lexical
 

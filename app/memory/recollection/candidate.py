@@ -7,14 +7,11 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Literal
 
+from app.memory.kinds import BY_NAME, Kind
 from app.memory.recollection.excerpt import excerpt
 from app.memory.recollection.gate import MIN_COVERAGE, MIN_MARGIN
 from app.memory.recollection.prompt_text import marked, one_line
-
-Kind = Literal["archival", "recall"]
-KINDS: tuple[Kind, ...] = ("archival", "recall")
 
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
 # One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/recollection/excerpt.py): at
@@ -56,10 +53,10 @@ class Candidate:
 
     @cached_property
     def heading(self) -> str:
-        """The day, and for an earlier message its memory: archival memory is most of what is recollected, and its
-        name on every day's heading cost a LoCoMo prompt ~60 characters of 1,500 (bench/ARCHIVE.md)."""
+        """The day, after its kind's label if the kind has one (for an earlier message, "conversation")."""
         day = self.occurred_at.date().isoformat()  # as %Y-%m-%d, without strftime's cost
-        return f"[{day}]" if self.kind == "archival" else f"[conversation, {day}]"
+        label = BY_NAME[self.kind].heading
+        return f"[{label}, {day}]" if label else f"[{day}]"
 
     @cached_property
     def shown(self) -> str:

@@ -9,19 +9,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import reading
 from app.llm.embeddings import Embedder
-from app.memory.archival.service import ArchivalMemory
-from app.memory.archival.validity import CURRENT, Validity
 from app.memory.core.service import CoreMemory
-from app.memory.models import ArchivalPassage, MemoryBlock, Message
-from app.memory.recall.service import RecallMemory
-from app.memory.recollection.candidate import BUDGET_CHARS, KINDS, Candidate, Kind
+from app.memory.kinds import KINDS, SEARCHABLE, Kind, Scope, SearchableKind
+from app.memory.models import MemoryBlock
+from app.memory.recollection.candidate import BUDGET_CHARS, Candidate
 from app.memory.recollection.gate import PERSONAL, WINDOW_RATIO, acknowledges, coverage, min_margin
 from app.memory.recollection.prompt_text import core_section, memories_section
 from app.memory.recollection.rendering import arrange, render
@@ -80,8 +78,8 @@ class CoreBlocks:
 
 
 class Recollector:
-    """`elsewhere`: sessions for a second connection, on which recall memory and core memory are read while archival
-    memory is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
+    """`elsewhere`: sessions for a second connection, on which the other kinds (recall memory) and core memory are
+    read while the first (archival memory, app/memory/kinds.py) is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
     other on `session`. `caller`: who asks, as the metrics count it."""
 
     def __init__(
@@ -108,9 +106,9 @@ class Recollector:
         as_of: datetime | None = None,
         below_seq: int | None = None,
     ) -> list[Candidate]:
-        """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
-        `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
-        found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, core_blocks=None)
+        """The top `searched` hits of each kind asked for (the current passages, or those valid `as_of`; messages said
+        by `as_of`, below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
+        found, _ = await self._read(agent_id, query, embedding, searched, kinds, Scope(as_of, below_seq), core_blocks=None)
         return found
 
     async def _read(
@@ -120,64 +118,53 @@ class Recollector:
         embedding: list[float],
         searched: int,
         kinds: Sequence[Kind],
-        as_of: datetime | None,
-        below_seq: int | None,
+        scope: Scope,
         *,
         core_blocks: CoreBlocks | None,
-        tags: list[str] | None = None,
     ) -> tuple[list[Candidate], str | None]:
         """The hits (`hits`) and the core-memory section of `core_blocks` (None: none)."""
         query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
 
-        def candidate(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Candidate:
-            margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
-            speaker = row.role if isinstance(row, Message) else None
-            written = float(row.seq or 0) if isinstance(row, Message) else row.created_at.timestamp()
+        def candidate(kind: SearchableKind[Any], row: Any, hit: Hit) -> Candidate:
             return Candidate(
-                kind,
+                kind.name,
                 row.id,
-                content,
+                kind.text(row),
                 row.occurred_at,
                 hit.similarity,
-                margin,
-                covered,
+                base.margin(hit.similarity),
+                coverage(query_tokens, row.search_text or ""),
                 hit.score,
-                speaker,
-                written,
+                kind.speaker(row),
+                kind.written(row),
                 hit.answers,
                 terms=query_tokens,
-                sources=tuple(row.sources) if isinstance(row, ArchivalPassage) else (),
+                sources=kind.sources(row),
             )
 
-        # one query, its terms, dates and speakers read once for both; "yesterday" is the day before `as_of`
-        search = SearchQuery(query, k=searched, now=as_of)
+        # one query, its terms, dates and speakers read once for every kind; "yesterday" is the day before `as_of`
+        search = SearchQuery(query, k=searched, now=scope.as_of)
 
-        async def archival(session: AsyncSession) -> list[Candidate]:
-            if "archival" not in kinds:
-                return []
-            validity = Validity(as_of=as_of) if as_of else CURRENT
-            found = await ArchivalMemory(session, self.embedder).search(
-                agent_id, search, tags=tags, vector=embedding, validity=validity
-            )
-            return [candidate("archival", passage, passage.content, hit) for passage, hit in found]
+        async def found(session: AsyncSession, among: Sequence[SearchableKind[Any]]) -> list[Candidate]:
+            asked = [kind for kind in among if kind.name in kinds]
+            return [
+                candidate(kind, row, hit)
+                for kind in asked
+                for row, hit in await kind.search(session, self.embedder, agent_id, search, embedding, scope)
+            ]
 
-        async def recall_and_core(session: AsyncSession) -> tuple[list[Candidate], str | None]:
-            found = []
-            if "recall" in kinds:
-                messages = await RecallMemory(session, self.embedder).search(
-                    agent_id, search, below_seq=below_seq, vector=embedding, as_of=as_of
-                )
-                found = [candidate("recall", m, m.recall_text(), h) for m, h in messages]
-            return found, await core(session, agent_id, as_of, core_blocks) if core_blocks else None
+        async def rest_and_core(session: AsyncSession) -> tuple[list[Candidate], str | None]:
+            return await found(session, rest), await core(session, agent_id, scope.as_of, core_blocks) if core_blocks else None
 
-        if self.elsewhere is None or not ("recall" in kinds or core_blocks):  # a second connection for nothing
-            passages = await archival(self.session)
-            messages, section = await recall_and_core(self.session)
+        first, *rest = SEARCHABLE
+        if self.elsewhere is None or not (any(kind.name in kinds for kind in rest) or core_blocks):  # for nothing
+            here = await found(self.session, [first])
+            there, section = await rest_and_core(self.session)
         else:
             async with reading(self.elsewhere) as other:
-                passages, (messages, section) = await asyncio.gather(archival(self.session), recall_and_core(other))
-        return judged(passages + messages, search, base.personal), section
+                here, (there, section) = await asyncio.gather(found(self.session, [first]), rest_and_core(other))
+        return judged(here + there, search, base.personal), section
 
     async def recollect(
         self,
@@ -200,9 +187,8 @@ class Recollector:
         if embedding is None:
             embedding = await self.embedder.embed_query(query)
             await ready(self.embedder)
-        found, section = await self._read(
-            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
-        )
+        scope = Scope(as_of, below_seq, tags)
+        found, section = await self._read(agent_id, query, embedding, searched_for(budget), kinds, scope, core_blocks=core_blocks)
         chosen = arrange(select(found, budget=budget, repeats=repeats))
         outcome = "memories" if chosen else "gated" if found else "acknowledged" if acknowledges(query) else "empty"
         RECOLLECTIONS.labels(self.caller, outcome).inc()

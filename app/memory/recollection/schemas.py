@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.recollection.candidate import KINDS, Candidate, Kind
+from app.memory.kinds import KINDS, Kind
+from app.memory.recollection.candidate import Candidate
 from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
 from app.memory.recollection.recollector import CoreBlocks, Recollection, Recollector
 from app.memory.recollection.selection import MAX_BUDGET_CHARS

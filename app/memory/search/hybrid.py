@@ -45,13 +45,12 @@ import functools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Float, Uuid, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.models import ArchivalPassage, Message
 from app.memory.search import bm25, named_sql
 from app.memory.search.agent_indexes import OWN_INDEXES
 from app.memory.search.query import Mode, SearchQuery
@@ -72,7 +71,19 @@ REPLY_WINDOW = 3
 REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
 QUESTION_PATTERN = r"[?？]\s*$"
 
-Row = TypeVar("Row", ArchivalPassage, Message)
+
+class SearchedRow(Protocol):
+    """What the search asks of a table model (a searchable kind's, app/memory/kinds.py): an id, and the vector
+    column it ranks by, left unloaded on the rows it returns."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def embedding(self) -> object: ...
+
+
+Row = TypeVar("Row", bound=SearchedRow)
 
 
 @dataclass
