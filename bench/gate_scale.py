@@ -51,8 +51,8 @@ class WordLlama:
 
 
 def bar(base: Baseline, scaled: bool, compared: int) -> float:
-    """The gate's bar for a query compared with `compared` memories (app/memory/recollection/gate.py, min_margin): less margin for a
-    question about the asker's own life."""
+    """The gate's bar for a query compared with `compared` memories (app/memory/recollection/gate.py, min_margin):
+    less margin for a question about the asker's own life."""
     return min_margin(compared, base.personal if scaled else base.personal / base.scale)
 
 

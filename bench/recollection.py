@@ -14,8 +14,8 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
 - the first-week set: small personal stores, each in its agent (bench/first_week.py, which reports it).
 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
-each turn folded into it). A long memory is shown as an excerpt (app/memory/recollection/excerpt.py), which may leave out what
-answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
+each turn folded into it). A long memory is shown as an excerpt (app/memory/recollection/excerpt.py), which may leave
+out what answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
 answer's words that the turn holds (turns that hold none count as handed over). `ev`: evidence turns handed over /
 all (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API
 runs, designs of the selection (what one memory may take of the budget) are scored offline on the same hits

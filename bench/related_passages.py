@@ -1,5 +1,5 @@
-"""Calibration of RELATED_MIN_MARGIN (app/memory/archival/timeline.py): which stored passages `archival_memory_create` shows
-the model as "possibly about the same thing", so that it can supersede one.
+"""Calibration of RELATED_MIN_MARGIN (app/memory/archival/timeline.py): which stored passages `archival_memory_create`
+shows the model as "possibly about the same thing", so that it can supersede one.
 
 Pairs of an older fact and the newer one that replaces it (English, Japanese, and across the two), and every other
 pairing of a newer fact with an older one as the different-topic pairs (facts about the same user, so a close

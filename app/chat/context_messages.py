@@ -1,6 +1,6 @@
 """The messages of agents' contexts, kept between steps and turns in this process: a step reads only what was
 written since the agent's last one, not the whole context again. A 32,000-token window of short turns holds about
-a thousand messages, and loading them as ORM rows took ~10 ms of every step (bench/ARCHIVE.md, `turn.py`).
+a thousand messages, and loading them as ORM rows took ~10 ms of every step.
 
 Sound because an agent's own messages are append-only, and written only by its turns, which hold the agent's lock
 across every process on the database (app/chat/locks.py) until they have committed: they commit in seq order, so

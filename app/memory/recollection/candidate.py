@@ -14,16 +14,15 @@ from app.memory.recollection.gate import MIN_COVERAGE, MIN_MARGIN
 from app.memory.recollection.prompt_text import marked, one_line
 
 BUDGET_CHARS = 1500  # of all of them, by default (the chat path's, ENGRAM_RECOLLECTION_CHARS)
-# One memory is shown in at most this share of the budget, a longer one as an excerpt (app/memory/recollection/excerpt.py): at
-# 1,500 characters, 330 (a fixed 600 before). Chosen with bench/recollection.py on the three sets at once, an evidence
-# turn counting only if what is shown of it keeps the answer's words: of the shares 0.11 to 0.40, 0.22 is the one that
-# loses nothing on any set at any budget (bench/README.md); shorter excerpts drop the words that answer.
+# One memory is shown in at most this share of the budget, a longer one as an excerpt (excerpt.py): at 1,500
+# characters, 330. The share that loses no evidence on any set at any budget (an evidence turn counting only if what
+# is shown of it keeps the answer's words); shorter excerpts drop the words that answer.
 MEMORY_SHARE = 0.22
 MIN_MEMORY_CHARS = 80
 
 
 def memory_chars(budget: int, share: float = MEMORY_SHARE) -> int:
-    """What one memory may take of `budget` (`share` of it; another share: a design bench/recollection.py weighs)."""
+    """What one memory may take of `budget` (`share` of it; another share: a design the benchmarks weigh)."""
     return max(MIN_MEMORY_CHARS, round(budget * share))
 
 

@@ -8,8 +8,8 @@ memory is where its answer would be. A query compared with fewer memories than t
 (`min_margin`): the best of five unrelated memories stands out by chance less often than the best of thirty, so a
 store of five answers "What do I do for a living?" from its first week. A question about the asker's own past that
 names a time ("What did I do last week?") is answered by what was said then, in whatever words (`in_window`). A
-message that only acknowledges ("Yes", "はい") asks nothing (`acknowledges`). Thresholds come from bench/recollection.py,
-chosen on LoCoMo, LongMemEval, the Japanese set and the first-week set together (bench/README.md)."""
+message that only acknowledges ("Yes", "はい") asks nothing (`acknowledges`). The thresholds were chosen on LoCoMo,
+LongMemEval, the Japanese set and the first-week set together (bench/recollection.py, bench/first_week.py)."""
 
 import functools
 import re
@@ -30,7 +30,7 @@ MARGIN_SPREAD = 0.028  # of the first-week set's (question, memory that does not
 FALSE_OPEN = 0.05
 MIN_COVERAGE = 0.7
 # A question about a time is handed what was said then and ranks among the best of it: within this share of its
-# best fused score (bench/README.md, first-week set).
+# best fused score.
 WINDOW_RATIO = 0.3
 # Whole phrases, matched whole: "you" or "do" alone acknowledges nothing ("Will you do it?" asks)
 _ACKNOWLEDGEMENTS = (
@@ -57,8 +57,7 @@ def min_margin(compared: int, personal: float) -> float:
     with the same probability as the best of REFERENCE_COMPARED does at the bar chosen on the benchmark sets (its
     expected maximum: the normal quantile of (1 - FALSE_OPEN) ** (1 / n)). From REFERENCE_COMPARED on, the bars are
     MIN_MARGIN and PERSONAL_MIN_MARGIN; below, lower: in a store of five memories the answer to "What do I do for a
-    living?" stands 0.06 above the baseline, and no more than 1 in 15 off-topic messages reaches that (bench/README.md,
-    first-week set)."""
+    living?" stands only a little above the baseline, and few off-topic messages reach that."""
     bar = PERSONAL_MIN_MARGIN if personal >= PERSONAL else MIN_MARGIN
     n = max(1, min(compared, REFERENCE_COMPARED))
     return bar - MARGIN_SPREAD * (_expected_best(REFERENCE_COMPARED) - _expected_best(n))

@@ -79,8 +79,8 @@ class CoreBlocks:
 
 class Recollector:
     """`elsewhere`: sessions for a second connection, on which the other kinds (recall memory) and core memory are
-    read while the first (archival memory, app/memory/kinds.py) is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
-    other on `session`. `caller`: who asks, as the metrics count it."""
+    read while the first (archival memory, app/memory/kinds.py) is searched on `session`; None: one after the other
+    on `session`. `caller`: who asks, as the metrics count it."""
 
     def __init__(
         self,

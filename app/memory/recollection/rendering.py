@@ -5,9 +5,9 @@ from app.memory.recollection.candidate import Candidate
 
 def arrange(chosen: list[Candidate]) -> list[Candidate]:
     """In the order `render` writes them: under the heading of their day, the day of its best hit placing a heading
-    (a conversation's hits often come from a few sessions; a heading per line cost them 25 characters each,
-    bench/ARCHIVE.md "Memory in the prompt"), and within a day in the order they were said, so that a day's lines
-    read as its conversation did (a reply after its question)."""
+    (a conversation's hits often come from a few sessions: a heading per line would cost each of them its day), and
+    within a day in the order they were said, so that a day's lines read as its conversation did (a reply after its
+    question)."""
     days: dict[str, list[Candidate]] = {}
     for r in chosen:
         days.setdefault(r.heading, []).append(r)

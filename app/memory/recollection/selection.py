@@ -11,17 +11,15 @@ from dataclasses import replace
 
 from app.memory.recollection.candidate import BUDGET_CHARS, Candidate, memory_chars
 
-# Evident hits come along as far as the budget goes (a share of the best evident hit's fused score, 0.665 until
-# 2026-12-06, dropped answers that score well below an echo of the question); the others within COMPANY_RATIO of
-# the best hit of their memory. Chosen with bench/recollection.py (bench/README.md).
+# Evident hits come along as far as the budget goes (a share of the best evident hit's fused score dropped answers
+# that score well below an echo of the question); the others within COMPANY_RATIO of the best hit of their memory.
 EVIDENT_RATIO = 0.0
 COMPANY_RATIO = 0.5
 MAX_BUDGET_CHARS = 20_000  # what one request may ask for
 MIN_SEARCHED, MAX_SEARCHED = 30, 100  # hits searched per memory: enough to fill the budget with short ones
 CHARS_PER_SEARCHED = 50
 # A reply this short comes with the question it answers ("Yes, last summer" means nothing alone); a longer one says
-# what it is about. Chosen with bench/recollection.py (bench/README.md): the longest that hands over no less
-# evidence on any set at any budget (80 loses 0.001 of LoCoMo at 3,000, 200 up to 0.006).
+# what it is about: the longest that hands over no less evidence on any set at any budget.
 QUESTIONED_CHARS = 60
 
 
@@ -50,7 +48,7 @@ def select(
     message being answered), is not repeated. With `facts`, a fact goes where it or one of its sources (the lines
     it was drawn from, among `hits`) would, and they stay out: one of them carries what both tell, and the fact in
     fewer characters (a source line let in after its fact where it holds terms of the query the fact lacks handed over
-    less evidence at every budget: bench/README.md, "Facts with their sources")."""
+    less evidence at every budget)."""
     per_memory = per_memory or memory_chars(budget)
     if not any(h.evident for h in hits):
         return []
