@@ -1,5 +1,5 @@
 """Forgetting one message of an agent's conversation (DELETE …/messages/{id}): the message, the results of its tool
-calls and the passages drawn from them alone (app/memory/erasure.py), and the copies the conversation keeps of it.
+calls and the passages drawn from them alone (app/memory/archival/erasure.py), and the copies the conversation keeps of it.
 
 - Its turn's record (GET …/turns/{id}, replayed to clients): the user's message, or an assistant's monologue, the
   texts it sent (and the turn's reply made of them), its calls' arguments and results, become ERASED.
@@ -22,7 +22,7 @@ from app.chat.context import UNSUMMARISED, unsummarised
 from app.chat.repository import Copies, TurnRepository
 from app.chat.turns import ChatTurns
 from app.db import transaction
-from app.memory.erasure import ErasedMessage, erase_message
+from app.memory.archival.erasure import ErasedMessage, erase_message
 from app.memory.kinds import RECALL
 from app.memory.models import Message
 from app.memory.recall.service import RecallMemory

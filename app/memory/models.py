@@ -127,7 +127,7 @@ class ArchivalPassage(SQLModel, table=True):
     valid_until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     superseded_by: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True)))
     # Provenance: the ids of this agent's messages and passages it was distilled from (a fact from what was said);
-    # empty for a passage stored as it was given. Erasing its last source erases it (app/memory/erasure.py).
+    # empty for a passage stored as it was given. Erasing its last source erases it (app/memory/archival/erasure.py).
     sources: list[uuid.UUID] = Field(
         default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
     )
