@@ -1,8 +1,8 @@
 """Recollection: the memories a model should see before it answers a message, within a budget of characters. The
 chat path puts them into its system prompt at the start of a turn; `POST …/recollection` hands them to a service
-that runs its own LLM. Both call `Recollector.recollect`, so the two never drift. The message is searched in
-archival and recall memory (the hybrid search); which hits go in, and how they are written, is the gate's
-(app/memory/recollection/gate.py)."""
+that runs its own LLM. Both call `Recollector.recollect`, so the two never drift. The message is searched in every
+searchable kind (app/memory/kinds.py: archival and recall memory, by the hybrid search); whether any hit goes in is
+the gate's (gate.py), which ones the budget's (selection.py), and how they are written rendering.py's."""
 
 import asyncio
 import uuid
@@ -145,6 +145,7 @@ class Recollector:
 
         # one query, its terms, dates and speakers read once for every kind; "yesterday" is the day before `as_of`
         search = SearchQuery(query, k=searched, now=scope.as_of)
+        first, *rest = SEARCHABLE  # the first on `session`; the rest, with core memory, on `elsewhere` meanwhile
 
         async def found(session: AsyncSession, among: Sequence[SearchableKind[Any]]) -> list[Candidate]:
             asked = [kind for kind in among if kind.name in kinds]
@@ -157,8 +158,7 @@ class Recollector:
         async def rest_and_core(session: AsyncSession) -> tuple[list[Candidate], str | None]:
             return await found(session, rest), await core(session, agent_id, scope.as_of, core_blocks) if core_blocks else None
 
-        first, *rest = SEARCHABLE
-        if self.elsewhere is None or not (any(kind.name in kinds for kind in rest) or core_blocks):  # for nothing
+        if self.elsewhere is None or not (any(kind.name in kinds for kind in rest) or core_blocks):  # nothing to overlap
             here = await found(self.session, [first])
             there, section = await rest_and_core(self.session)
         else:
