@@ -1,4 +1,4 @@
-"""The gate of automatic recollection (app/memory/recollection/, `select`): what goes into the prompt, in what order,
+"""The gate of automatic recollection (app/memory/recollection/selection.select): what goes into the prompt, in what order,
 and within what size, decided on the hits' margins, lexical coverage and fused scores."""
 
 import uuid
