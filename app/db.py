@@ -101,12 +101,12 @@ def _alive(pid: int) -> bool:
 # Set once per connection rather than per search. Without iterative scans, an HNSW scan filtered to one agent can
 # return fewer rows than asked for.
 # max_parallel_workers_per_gather 0: a search of a large agent was planned in parallel, and starting the workers
-# cost more (~15 ms of Gather Merge, EXPLAIN ANALYZE in bench/search_scale.py) than they saved; a service answering
-# many small requests at once has no idle cores to lend a single query anyway.
+# cost more (~15 ms of Gather Merge) than they saved; a service answering many small requests at once has no idle
+# cores to lend a single query anyway.
 # plan_cache_mode force_custom_plan: each statement is planned for its values. A generic plan (asyncpg prepares every
 # statement; PostgreSQL switches to one after five runs) cannot leave out the partitions of other agents (migration
 # 0015), and locks all of them and their indexes at every run: a 5,000-passage agent's hybrid search took 21.8 against
-# 17.2 ms planned each time (bench/partition_upgrade.py's table, ARCHIVE.md).
+# 17.2 ms planned each time.
 SESSION_SETTINGS = {
     "hnsw.iterative_scan": "relaxed_order",
     "max_parallel_workers_per_gather": "0",
@@ -122,7 +122,7 @@ def create_engine(url: str, pool_size: int = 20) -> AsyncEngine:
         max_overflow=30,
         # no pool_pre_ping: its ping on asyncpg is three round trips (`_ping` is one)
         # the most recently used connection first: at ordinary load a few backends serve every request, their caches
-        # warm (round-robin over the 20 costs a hybrid search 7.3 against 4.7 ms, bench/ARCHIVE.md)
+        # warm (round-robin over the 20 costs a hybrid search 7.3 against 4.7 ms)
         pool_use_lifo=True,
         pool_recycle=1800,
         pool_timeout=10,
@@ -138,8 +138,8 @@ def _ping(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     terminated backend) costs the request nothing but a new connection. One round trip: `SELECT 1` in the simple
     query protocol (asyncpg fails on the empty response to `;`). SQLAlchemy's own pre-ping on asyncpg opens and rolls
     back a transaction around a prepared `;` (for pgbouncer's transaction mode, which has no trouble with a
-    simple-protocol statement): three, ~7 % of a short search's time on the event loop (bench/ARCHIVE.md). A failure
-    invalidates every pooled connection, as the pre-ping does: after a restart they are all dead."""
+    simple-protocol statement): three, ~7 % of a short search's time on the event loop. A failure invalidates every
+    pooled connection, as the pre-ping does: after a restart they are all dead."""
     try:
         await_(dbapi_connection.driver_connection.execute("SELECT 1"))
     except Exception as error:
@@ -170,7 +170,7 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 @asynccontextmanager
 async def reading(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
     """Reads without a transaction: under READ COMMITTED each statement sees its own snapshot either way, and
-    AUTOCOMMIT spares the BEGIN and COMMIT round trips (2 of a search's 7, bench/ARCHIVE.md)."""
+    AUTOCOMMIT spares the BEGIN and COMMIT round trips (2 of a search's 7)."""
     async with sessions() as session:
         await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         yield session

@@ -46,7 +46,8 @@ from app.llm.choice import choose_chat_model
 from app.llm.embeddings import Embedder, build_embedder
 from app.llm.embeddings.space import check_embedding_space
 from app.mcp_server.http import McpEndpoint
-from app.memory.imports import ImportWorker
+from app.memory.archival.imports import ImportWorker
+from app.memory.kinds import TABLES
 from app.memory.search import agent_indexes
 from app.metrics import ASYNCIO_TASKS, DB_CONNECTIONS_IN_USE
 from app.observability import RequestContextMiddleware
@@ -119,7 +120,7 @@ async def _serving(
     services = TurnServices(engine, sessions, embedder, llm, Broadcast(hub, origin), settings)
     runner, passes = TurnRunner(services), MemoryPasses(services)
     sweeper = asyncio.create_task(sweep(engine, sessions, runner.vectors), name="engram-sweep")
-    indexer = asyncio.create_task(agent_indexes.maintain(engine), name="engram-agent-indexes")
+    indexer = asyncio.create_task(agent_indexes.maintain(engine, TABLES), name="engram-agent-indexes")
     streams = TurnStreams(ChatTurns(runner, passes), turn_tasks, hub, stopping=lambda: app.state.drain.active)
     imports = ImportWorker(engine, sessions, embedder)
     imports.start()

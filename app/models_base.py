@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Column, DateTime, ForeignKey, Table
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.orm import QueryableAttribute, class_mapper
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
 
 def utcnow() -> datetime:
@@ -37,7 +37,7 @@ def orm_attribute(attribute: object) -> QueryableAttribute[Any]:
     return attribute
 
 
-def table_of(model: type[SQLModel]) -> Table:
+def table_of(model: type[object]) -> Table:
     """The table a table model is mapped to."""
     table = class_mapper(model).local_table
     if not isinstance(table, Table):

@@ -1,31 +1,22 @@
-"""What the first requests after a start would otherwise compute, computed before `/readyz` answers ready (issue 54).
-
-After a restart the first recollection took 6-31 s and the first chat turn up to 83 s while `/readyz` said ready:
-the recollection gate's baseline embeds its cohorts of ~70 fixed texts once per process (app/memory/
-cohort_baseline.py), and the local model's threads pay their first calls (bench/restart.py: 11.5 s against 0.19 s
-warm for a recollection, 8.1 s against 0.32 s for a turn, on 2 busy cores). The warm-up does both as the service
-starts, beside the migrations and the rest of the start-up:
+"""What the first requests after a start would otherwise compute, computed before `/readyz` answers ready (issue 54):
+the recollection gate's baseline embeds its cohorts of ~70 fixed texts once per process (app/memory/search/baseline.py),
+and the local model's threads pay their first calls. The warm-up does both as the service starts, beside the
+migrations and the rest of the start-up:
 
 - the cohorts (`recollection.ready`), on the embedder's query lane and its lane for long passages. A local model
-  embeds the 40 questions together, in one pass of its query lane (`_Batches`), the same vectors bit for bit: the
-  baseline asks for them one by one, and on 2 cores shared with other work one by one took 15.8 s against 1.9 s
-  together (each call's OpenMP barriers wait for threads the other work has descheduled);
+  embeds the 40 questions together, in one pass of its query lane (`_Batches`), the same vectors bit for bit: one by
+  one, on cores shared with other work, each call's OpenMP barriers wait for threads the other work has descheduled;
 - one short passage, the lane of a turn's message vectors;
 - the database, on the few pooled connections the first requests take (the pool hands out the most recently used
   first): a new backend's first search loads the catalog of the tables' partitions and their indexes, pgvector's
-  library, and asyncpg prepares the statements; SQLAlchemy compiles them once per process (the agent's lookup and
-  core memory too: 26 ms of the first recollection's event-loop time went to compiling). A recollection read on a
-  new backend took 96 ms against 24 warm; after the searches here (for an agent that does not exist) and an EXPLAIN
-  over every partition, 31 ms.
+  library, and asyncpg prepares the statements; SQLAlchemy compiles them once per process.
 
 The start waits for it up to WAIT_SECONDS, then listens anyway. Until it has succeeded `/readyz` answers 503 with
 what it waits for; an embedder that fails (a remote endpoint that is down) leaves the service up and not ready, the
 reason in `/readyz`, and the warm-up is tried again every RETRY_SECONDS (the requests that need no embedder are
-served meanwhile). Nothing waits for an LLM: without one there is nothing to wait for; a configured endpoint is not
-asked before the first turn (its first call took ~30 ms more than the next: the SDK's types, the connection); the
-offline demo model is loaded before the service listens, and what its first turn costs is the agent's whole prompt
-evaluated, which llama.cpp keeps for the last prompt only (52 s, then 15 and 22 s, on 2 busy cores, of which the
-cohorts were ~8 s): a cost of which agent spoke last, not of the start."""
+served meanwhile). Nothing waits for an LLM: a configured endpoint is not asked before the first turn, and the
+offline demo model is loaded before the service listens; what its first turn costs is the agent's whole prompt
+evaluated, which llama.cpp keeps for the last prompt only: a cost of which agent spoke last, not of the start."""
 
 import asyncio
 import logging
@@ -41,12 +32,10 @@ from app.db import reading
 from app.errors import NotFound
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.prepared import PreparedEmbedder
-from app.memory.archival.service import ArchivalMemory
-from app.memory.cohort_baseline import GENERAL_QUESTIONS, PERSONAL_QUESTIONS, cohorts_embedded
 from app.memory.core.service import CoreMemory
-from app.memory.recall.service import RecallMemory
-from app.memory.recollection import ready as recollection_ready
-from app.memory.search.agent_indexes import TABLES
+from app.memory.kinds import SEARCHABLE, Scope
+from app.memory.recollection.recollector import ready as recollection_ready
+from app.memory.search.baseline import GENERAL_QUESTIONS, PERSONAL_QUESTIONS, cohorts_embedded
 from app.memory.search.query import SearchQuery
 
 log = logging.getLogger("engram")
@@ -140,10 +129,10 @@ async def warm_database(
         with suppress(NotFound):  # the lookup every request about an agent makes
             await find_agent(session, nobody, tenant_id=None)
         await CoreMemory(session).blocks_of(nobody)
-        await ArchivalMemory(session, embedder).search(nobody, query, vector=vector)
-        await RecallMemory(session, embedder).search(nobody, query, vector=vector)
-        for table in TABLES:
-            await session.execute(text(f"EXPLAIN SELECT 1 FROM {table}"))
+        for kind in SEARCHABLE:
+            await kind.search(session, embedder, nobody, query, vector, Scope())
+        for kind in SEARCHABLE:
+            await session.execute(text(f"EXPLAIN SELECT 1 FROM {kind.table}"))
 
     try:
         async with AsyncExitStack() as held:

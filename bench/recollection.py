@@ -14,12 +14,12 @@ Sets (bench/retrieval_sets.py), stored as their users would store them, through 
 - the first-week set: small personal stores, each in its agent (bench/first_week.py, which reports it).
 
 Evidence is counted by id: a memory handed over holds the turns it stands for (a near-duplicate passage stands for
-each turn folded into it). A long memory is shown as an excerpt (app/memory/excerpt.py), which may leave out what
-answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
+each turn folded into it). A long memory is shown as an excerpt (app/memory/recollection/excerpt.py), which may leave
+out what answers, so each turn is also counted strictly (`kept`): only if what is shown of it keeps at least half of the gold
 answer's words that the turn holds (turns that hold none count as handed over). `ev`: evidence turns handed over /
 all (micro-averaged); `q`: questions with any; `chars`: the median characters of recollected memory. Before the API
 runs, designs of the selection (what one memory may take of the budget) are scored offline on the same hits
-(`recollection_gate.select`, the function the service runs), each set at once: the protocol picks the design with
+(`selection.select`, the function the service runs), each set at once: the protocol picks the design with
 the best worst case over the sets, on `kept`.
 
     python -m bench.recollection --cache DIR            # vectors from bench/retrieval.py's cache (same texts)
@@ -44,10 +44,10 @@ from fastapi.testclient import TestClient
 from app import db
 from app.llm.embeddings import Embedder, build_embedder
 from app.main import create_app
-from app.memory import recollection_gate
-from app.memory.excerpt import CUT_MARK
-from app.memory.recollection import Recollector
-from app.memory.recollection_gate import Recollection, select
+from app.memory.recollection import rendering, selection
+from app.memory.recollection.candidate import Candidate, memory_chars
+from app.memory.recollection.excerpt import CUT_MARK
+from app.memory.recollection.recollector import Recollector
 from app.settings import Settings
 from bench import first_week, fusion_replica
 from bench.embedding_cache import CachedEmbedder
@@ -63,23 +63,23 @@ OFF_TOPIC = Path(__file__).resolve().parent.parent / "tests" / "data" / "off_top
 BASELINE_DEPTH = 100
 MEMORIES = "<memories>\n"
 # The selection's designs scored offline: the share of the budget one memory may take (its excerpt 0.9 of that);
-# the shipped one is recollection_gate.MEMORY_SHARE.
+# the shipped one is candidate.MEMORY_SHARE.
 DESIGNS = (0.11, 0.15, 0.18, 0.2, 0.22, 0.25, 0.3, 0.4)
 # The longest reply that brings the question it answers (0: none does); the shipped one is
-# recollection_gate.QUESTIONED_CHARS.
+# selection.QUESTIONED_CHARS.
 QUESTIONED = (0, 30, 45, 60, 80, 120, 200)
 HEAD_CUT = 600  # what one memory took, cut from its start, until excerpts (and what (a) and (b) pack)
 BEFORE = {"evident_ratio": 0.665, "company": 0.8, "most": 15}  # the chat path's selection until 2026-12-06
 
 
-def pack(ranked: list[Recollection], budget: int) -> list[Recollection]:
+def pack(ranked: list[Candidate], budget: int) -> list[Candidate]:
     """The budget filled in rank order, as a caller packing a search's hits would: no gate, no excerpts (a memory
     cut at HEAD_CUT); a hit too long for what is left gives way to the next that fits (select's rule)."""
     scored = [replace(r, margin=1.0, score=float(len(ranked) - i), terms=frozenset()) for i, r in enumerate(ranked)]
-    return select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
+    return selection.select(scored, budget=budget, company=0.0, evident_ratio=0.0, per_memory=HEAD_CUT)
 
 
-def ceiling(loaded: Loaded, q: Question, hits: list[Recollection], budget: int) -> list[Recollection]:
+def ceiling(loaded: Loaded, q: Question, hits: list[Candidate], budget: int) -> list[Candidate]:
     """The most of the evidence that any order of `hits` could hand over, as recollection shows memories (excerpts
     about the query, within its share of the budget): the hits standing for evidence first, in rank order, then the
     rest; nothing when the question has no evidence. What no selection over these hits can beat."""
@@ -87,12 +87,14 @@ def ceiling(loaded: Loaded, q: Question, hits: list[Recollection], budget: int) 
         return []
     ranked = sorted(hits, key=lambda h: not loaded.turns.get(h.id, set()) & q.evidence)  # stable: rank order kept
     scored = [replace(r, margin=1.0, score=float(len(ranked) - i)) for i, r in enumerate(ranked)]
-    return select(scored, budget=budget, company=0.0, evident_ratio=0.0)
+    return selection.select(scored, budget=budget, company=0.0, evident_ratio=0.0)
 
 
-def before(hits: list[Recollection], budget: int) -> list[Recollection]:
+def before(hits: list[Candidate], budget: int) -> list[Candidate]:
     hits = [replace(h, terms=frozenset()) for h in hits]
-    chosen = select(hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT)
+    chosen = selection.select(
+        hits, budget=budget, company=BEFORE["company"], evident_ratio=BEFORE["evident_ratio"], per_memory=HEAD_CUT
+    )
     return chosen[: int(BEFORE["most"])]
 
 
@@ -105,8 +107,8 @@ class Tally:
     chars: list[int] = field(default_factory=list)
     unrelated: list[bool] = field(default_factory=list)
 
-    def add(self, loaded: Loaded, q: Question, chosen: list[Recollection] | list[tuple[uuid.UUID, str]], chars: int) -> None:
-        shown = [(c.id, c.shown) if isinstance(c, Recollection) else c for c in chosen]
+    def add(self, loaded: Loaded, q: Question, chosen: list[Candidate] | list[tuple[uuid.UUID, str]], chars: int) -> None:
+        shown = [(c.id, c.shown) if isinstance(c, Candidate) else c for c in chosen]
         if not q.evidence:  # an unrelated question (Japanese set) should get nothing; an abstention may get some
             if q.category == "unrelated":
                 self.unrelated.append(bool(shown))
@@ -128,8 +130,8 @@ class Tally:
         return f"ev {self.ev:.3f} kept {kept:.3f} q {q:.3f} chars {chars:5.0f}{unrelated}"
 
 
-def chars_of(chosen: list[Recollection]) -> int:
-    return len(recollection_gate.render(recollection_gate.arrange(chosen)) or "")
+def chars_of(chosen: list[Candidate]) -> int:
+    return len(rendering.render(rendering.arrange(chosen)) or "")
 
 
 async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -> dict[str, dict[str, Tally]]:
@@ -148,31 +150,33 @@ async def offline(url: str, embedder: Embedder, sets: dict[str, list[Loaded]]) -
                     vector = await embedder.embed_query(q.text)
                     async with sessions() as session:
                         hits = await Recollector(session, embedder).hits(
-                            uuid.UUID(one.agent_id), q.text, vector, searched=recollection_gate.MAX_SEARCHED, kinds=[one.kind]
+                            uuid.UUID(one.agent_id), q.text, vector, searched=selection.MAX_SEARCHED, kinds=[one.kind]
                         )
                     rrf = fusion_replica.baselines(one.index, q.text, np.asarray(vector, dtype=np.float32), BASELINE_DEPTH)
                     fused = [one.rows[i] for i in rrf["rrf k=60"]]
                     for budget in BUDGETS:
-                        searched = hits[: recollection_gate.searched_for(budget)]
+                        searched = hits[: selection.searched_for(budget)]
                         methods = {
                             "(a) search hits in rank order": pack(searched, budget),
                             "(b) rrf k=60 in rank order": pack(fused, budget),
                             "before (ratios 0.665/0.8, at most 15)": before(searched, budget),
                         }
-                        for depth in sorted({recollection_gate.searched_for(budget), recollection_gate.MAX_SEARCHED}):
+                        for depth in sorted({selection.searched_for(budget), selection.MAX_SEARCHED}):
                             methods[f"(c) ceiling, evidence first of top {depth:>3}"] = ceiling(one, q, hits[:depth], budget)
                         for share in DESIGNS:
-                            per_memory = recollection_gate.memory_chars(budget, share)
-                            methods[f"design share {share:.2f}"] = select(searched, budget=budget, per_memory=per_memory)
+                            per_memory = memory_chars(budget, share)
+                            methods[f"design share {share:.2f}"] = selection.select(
+                                searched, budget=budget, per_memory=per_memory
+                            )
                         for facts in (False, True):
-                            methods[f"design: a fact stands for its sources {facts}"] = select(
+                            methods[f"design: a fact stands for its sources {facts}"] = selection.select(
                                 searched, budget=budget, facts=facts
                             )
-                        by_length = {chars: select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
+                        by_length = {chars: selection.select(searched, budget=budget, questioned=chars) for chars in QUESTIONED}
                         for chars, chosen in by_length.items():
                             methods[f"design: a reply of <= {chars:>3} chars brings its question"] = chosen
                         alone = {r.id for r in by_length[0]}
-                        questioned[name] += sum(r.id not in alone for r in by_length[recollection_gate.QUESTIONED_CHARS])
+                        questioned[name] += sum(r.id not in alone for r in by_length[selection.QUESTIONED_CHARS])
                         for method, chosen in methods.items():
                             tallies.setdefault(f"{budget:>4} {method}", Tally()).add(one, q, chosen, chars_of(chosen))
     finally:
@@ -238,7 +242,7 @@ def whole_line(loaded: Loaded, turn: int) -> str:
     """A stored turn's line in a prompt, whole (every memory stored, with a vector or without)."""
     passage = loaded.corpus.passages[turn]
     role, said = passage.split(": ", 1) if loaded.kind == "recall" else (None, passage)
-    memory = Recollection(loaded.kind, uuid.uuid4(), said if said.strip() else "…", datetime.now(), 0, 0, 0, 0, role)
+    memory = Candidate(loaded.kind, uuid.uuid4(), said if said.strip() else "…", datetime.now(), 0, 0, 0, 0, role)
     return replace(memory, cap=3 * len(memory.content)).item  # line breaks lengthen it
 
 

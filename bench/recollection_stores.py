@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app import db
-from app.memory.recollection_gate import Kind, Recollection
+from app.memory.kinds import Kind
+from app.memory.recollection.candidate import Candidate
 from app.memory.search import lexical
 from bench import fusion_replica
 from bench.retrieval_sets import Corpus, Question, RetrievalSet
@@ -31,7 +32,7 @@ class Loaded:
     turns: dict[uuid.UUID, set[int]] = field(default_factory=dict)  # memory id -> the corpus' turns it stands for
     facts: dict[uuid.UUID, str] = field(default_factory=dict)  # a fact's id -> its text (it stands for its sources)
     index: fusion_replica.Indexed | None = None  # the stored rows, for the RRF baseline
-    rows: list[Recollection] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
+    rows: list[Candidate] = field(default_factory=list)  # index row -> the memory, as a recollection would show it
 
     def held(self, question: Question, shown: list[tuple[uuid.UUID, str]]) -> tuple[int, int]:
         """The evidence turns handed over, and those of them whose shown text keeps the answer's words (a turn shown by
@@ -112,6 +113,6 @@ async def read_back(url: str, loaded: list[Loaded]) -> None:
                 vectors = np.stack([np.asarray(json.loads(r[2]), dtype=np.float32) for r in rows])
                 dates = np.array([r[3].replace(tzinfo=None) for r in rows], dtype="datetime64[us]")
                 one.index = fusion_replica.Indexed([r[1] for r in rows], vectors, dates)
-                one.rows = [Recollection(one.kind, r[0], r[1], r[3], 0, 0, 0, 0, speaker=r[4]) for r in rows]
+                one.rows = [Candidate(one.kind, r[0], r[1], r[3], 0, 0, 0, 0, speaker=r[4]) for r in rows]
     finally:
         await engine.dispose()

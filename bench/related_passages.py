@@ -1,11 +1,11 @@
-"""Calibration of RELATED_MIN_MARGIN (app/memory/timeline.py): which stored passages `archival_memory_create` shows
-the model as "possibly about the same thing", so that it can supersede one.
+"""Calibration of RELATED_MIN_MARGIN (app/memory/archival/timeline.py): which stored passages `archival_memory_create`
+shows the model as "possibly about the same thing", so that it can supersede one.
 
 Pairs of an older fact and the newer one that replaces it (English, Japanese, and across the two), and every other
 pairing of a newer fact with an older one as the different-topic pairs (facts about the same user, so a close
 negative: "lives in Tokyo" against "favourite food is ramen"). For each pair: the raw cosine of the two passage
 vectors, and the margin over the new passage's baseline (its cosine to the centroid of generic text, as automatic
-recollection uses: app/memory/cohort_baseline.py; e5's margins are on the reference scale as they are). Prints both
+recollection uses: app/memory/search/baseline.py; e5's margins are on the reference scale as they are). Prints both
 distributions and how many of each a threshold keeps:
 
     python -m bench.related_passages
@@ -16,7 +16,7 @@ import asyncio
 import numpy as np
 
 from app.llm.embeddings.providers import E5Embedder
-from app.memory.cohort_baseline import centroid
+from app.memory.search.baseline import centroid
 from app.settings import available_cpus
 
 # (topic, older fact, the newer fact that replaces it); pairs of one topic are same-topic across languages too.

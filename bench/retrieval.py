@@ -47,6 +47,7 @@ from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.archival.validity import CURRENT, Validity
+from app.memory.kinds import TABLES
 from app.memory.search import agent_indexes
 from app.memory.search.query import Mode, SearchQuery
 from app.settings import Settings
@@ -115,7 +116,7 @@ async def ingest(
                 turns[position[s.passage.id]].append(start + offset)
     async with sessions() as session:  # a large agent's own vector index, as the service's background round builds it
         assert isinstance(session.bind, AsyncEngine)  # the factory's bind (db.session_factory(engine))
-        await agent_indexes.maintain_once(session.bind)
+        await agent_indexes.maintain_once(session.bind, TABLES)
     async with sessions() as session:  # the stored vectors, as the baselines' input
         rows = (
             await (await session.connection()).execute(

@@ -46,6 +46,7 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.memory.archival.repository import PassageRepository
+from app.memory.kinds import TABLES
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes
 from app.memory.search.hybrid import search_statement
@@ -200,7 +201,7 @@ def _statistics_migration() -> ModuleType:
 async def build_own_indexes(engine: AsyncEngine) -> float:
     """What the service's background round does, once; the seconds it took."""
     started = time.perf_counter()
-    built = await agent_indexes.maintain_once(engine)
+    built = await agent_indexes.maintain_once(engine, TABLES)
     seconds = time.perf_counter() - started
     async with engine.connect() as conn:
         size = (

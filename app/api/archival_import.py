@@ -1,4 +1,4 @@
-"""Bulk imports into archival memory as jobs (app/memory/imports.py): JSON lines or a JSON array of passages, up to
+"""Bulk imports into archival memory as jobs (app/memory/archival/imports.py): JSON lines or a JSON array of passages, up to
 ENGRAM_MAX_IMPORT_BYTES, stored in the background with progress; `POST …/archival/batch` stays for small batches."""
 
 import json
@@ -13,8 +13,8 @@ from app.api.deps import AgentIdDep, SessionDep
 from app.api.errors import ERROR_RESPONSES, JSON_MEDIA_TYPE
 from app.db import transaction
 from app.errors import Unprocessable, UnsupportedMediaType, format_validation
+from app.memory.archival.imports import cancel_job, create_job, describe, get_job
 from app.memory.archival.service import ArchivalMemory
-from app.memory.imports import cancel_job, create_job, describe, get_job
 from app.memory.schemas import ImportJobRead, PassageWrite
 from app.runtime import runtime
 

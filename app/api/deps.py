@@ -18,7 +18,7 @@ from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory
 from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection import Recollector
+from app.memory.recollection.recollector import Recollector
 from app.metrics import DB_READS
 from app.quotas.headers import METER_STATE_KEY
 from app.quotas.service import Meter

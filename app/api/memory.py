@@ -9,6 +9,7 @@ from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.chat.forgetting import forget_message
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.archival.service import NewPassage
+from app.memory.archival.timeline import supersede
 from app.memory.archival.validity import Validity
 from app.memory.schemas import (
     LABEL_PATTERN,
@@ -30,7 +31,6 @@ from app.memory.schemas import (
     RevisionRead,
 )
 from app.memory.search.query import Mode, SearchQuery
-from app.memory.timeline import supersede
 from app.pagination import Page
 from app.runtime import runtime
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from app.api.deps import AgentIdDep, MeterDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.db import transaction
-from app.memory.handed_in import hand_in
+from app.memory.recall.handed_in import hand_in
 from app.memory.schemas import HandInRead, HandInRequest
 from app.runtime import runtime
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Path, Response
 
 from app.api.deps import AgentDep, AgentIdDep, ArchivalMemoryDep
 from app.api.errors import ERROR_RESPONSES, ErrorBody
-from app.memory import passage_keys
+from app.memory.archival import keys as passage_keys
 from app.memory.archival.service import NewPassage
 from app.memory.schemas import KEY, KEY_PATTERN, MAX_KEY_CHARS, PassageErasureRead, PassageRead, PassageWrite
 

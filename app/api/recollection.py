@@ -1,13 +1,13 @@
 """Recollection for any LLM: the memories a model should see before it answers, within a budget, for services that
 run their own LLM call (mem0's `search` before the call, Zep's context block). The chat path recollects through the
-same function (app/memory/recollection.py)."""
+same function (app/memory/recollection/recollector.py)."""
 
 from fastapi import APIRouter
 
 from app.api.deps import AgentDep, RecollectorDep, SettingsDep
 from app.api.errors import ERROR_RESPONSES
 from app.api.replica_reads import reads_only
-from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest, recollected
+from app.memory.recollection.schemas import RecollectionRead, RecollectionRequest, recollected
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"], responses=ERROR_RESPONSES)
 

@@ -1,11 +1,11 @@
 """The messages of agents' contexts, kept between steps and turns in this process: a step reads only what was
 written since the agent's last one, not the whole context again. A 32,000-token window of short turns holds about
-a thousand messages, and loading them as ORM rows took ~10 ms of every step (bench/ARCHIVE.md, `turn.py`).
+a thousand messages, and loading them as ORM rows took ~10 ms of every step.
 
 Sound because an agent's own messages are append-only, and written only by its turns, which hold the agent's lock
 across every process on the database (app/chat/locks.py) until they have committed: they commit in seq order, so
 all that can be new is what has a higher seq than the last one read. Messages handed in from other conversations
-(app/memory/handed_in.py) are written without the lock, and are never part of the context. What is kept was read
+(app/memory/recall/handed_in.py) are written without the lock, and are never part of the context. What is kept was read
 from the database, never taken from a turn's own writes: a step that rolled back leaves nothing behind. Erasing a
 message (app/chat/forgetting.py) is the one change to what was written: it moves the agent's `updated_at` on, and a
 context kept under another `updated_at` is read again whole."""

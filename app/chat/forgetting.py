@@ -1,5 +1,5 @@
 """Forgetting one message of an agent's conversation (DELETE …/messages/{id}): the message, the results of its tool
-calls and the passages drawn from them alone (app/memory/erasure.py), and the copies the conversation keeps of it.
+calls and the passages drawn from them alone (app/memory/archival/erasure.py), and the copies the conversation keeps of it.
 
 - Its turn's record (GET …/turns/{id}, replayed to clients): the user's message, or an assistant's monologue, the
   texts it sent (and the turn's reply made of them), its calls' arguments and results, become ERASED.
@@ -20,10 +20,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from app.agents.service import erasing_from_context
 from app.chat.context import UNSUMMARISED, unsummarised
 from app.chat.repository import Copies, TurnRepository
-from app.chat.tools import said_line
 from app.chat.turns import ChatTurns
 from app.db import transaction
-from app.memory.erasure import ErasedMessage, erase_message
+from app.memory.archival.erasure import ErasedMessage, erase_message
+from app.memory.kinds import RECALL
 from app.memory.models import Message
 from app.memory.recall.service import RecallMemory
 
@@ -53,7 +53,7 @@ async def _forget(session: AsyncSession, agent_id: uuid.UUID, message_id: uuid.U
     if message.turn_id is not None:
         await turns.erase_from_record(agent_id, message.turn_id, copies(message), ERASED)
     if message.role in ("user", "assistant") and (said := message.recall_text()):  # what a search quotes
-        quote = said_line(message)
+        quote = RECALL.quoted(message)
         erased_quote = quote.removesuffix(said) + ERASED
         await RecallMemory(session).erase_quotes(agent_id, message.seq or 0, quote, erased_quote)
         await turns.erase_quotes(agent_id, message.created_at, quote, erased_quote)

@@ -37,9 +37,10 @@ from app.errors import LLMError, ServiceUnavailable
 from app.llm.tokens import estimate_tokens
 from app.llm.types import CompletionRequest, ToolCall
 from app.memory.core.service import CoreMemory
+from app.memory.kinds import RECALL
 from app.memory.models import MemoryBlock, Message
-from app.memory.prompt_text import core_section
 from app.memory.recall.service import RecallMemory
+from app.memory.recollection.prompt_text import core_section
 from app.metrics import MEMORY_PASSES
 from app.models_base import utcnow
 from app.quotas.service import Meter
@@ -202,7 +203,7 @@ def fitted_transcript(said: Sequence[Message], budget_tokens: int) -> list[str]:
     lines: list[str] = []
     used = 0
     for position, message in enumerate(said, 1):
-        line = f"[{reference(position)}] {tools.said_line(message, MESSAGE_CHARS)}"
+        line = f"[{reference(position)}] {RECALL.quoted(message, MESSAGE_CHARS)}"
         used += estimate_tokens(line)
         if lines and used > budget_tokens:
             break

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.agents.models import Agent
 from app.memory.models import MemoryBlock, Message
-from app.memory.prompt_text import core_section
+from app.memory.recollection.prompt_text import core_section
 
 GUIDE = """\
 You are {name}, an AI agent with a persistent memory that outlives this conversation. You run inside Engram.
@@ -49,7 +49,7 @@ def system_prompt(
     parts.append(core_section(blocks))
     if agent.summary:
         parts.append(f"## Summary of the earlier conversation (now only in recall memory)\n{agent.summary}")
-    if memories:  # recollection's section (app/memory/prompt_text.py)
+    if memories:  # recollection's section (app/memory/recollection/prompt_text.py)
         parts.append(memories)
     if pressure is not None:
         parts.append(

@@ -26,7 +26,6 @@ from app.chat.events import (
     TurnStarted,
 )
 from app.chat.locks import AgentLocks
-from app.chat.message_vectors import MessageVectors
 from app.chat.models import Turn
 from app.chat.reply_deltas import ReplyDeltas
 from app.chat.repository import TurnRepository
@@ -37,8 +36,9 @@ from app.llm.embeddings import EmbeddingError
 from app.llm.types import CompletionRequest, ToolCall
 from app.memory.models import Message
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection import Recollector
-from app.memory.recollection import ready as recollection_ready
+from app.memory.recall.vectors import MessageVectors
+from app.memory.recollection.recollector import Recollector
+from app.memory.recollection.recollector import ready as recollection_ready
 from app.memory.search import lexical
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 
@@ -140,7 +140,7 @@ class TurnRunner:
             return TurnResult(turn.id, await turns.events(agent_id, turn.id))
 
     def abandon_background_work(self) -> None:
-        """At shut-down: the message vectors in flight are left to the sweep (see message_vectors.py)."""
+        """At shut-down: the message vectors in flight are left to the sweep (see app/memory/recall/vectors.py)."""
         self.vectors.abandon()
 
     async def _query_vector(self, text: str) -> list[float] | None:

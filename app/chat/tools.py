@@ -13,12 +13,12 @@ from app.db import rejected_as_data
 from app.errors import EngramError, PreconditionFailed, format_validation
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
+from app.memory.archival.timeline import related, supersede
 from app.memory.core.service import CoreMemory
-from app.memory.models import ArchivalPassage, Message
+from app.memory.kinds import ARCHIVAL, RECALL
 from app.memory.recall.service import RecallMemory
 from app.memory.schemas import MAX_PASSAGE_CHARS, MAX_TAGS, Instant, NonBlank
 from app.memory.search.query import SearchQuery
-from app.memory.timeline import related, supersede
 from app.metrics import TOOL_CALLS
 
 PAGE_SIZE = 5
@@ -138,10 +138,6 @@ async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str])
     return f"Block '{label}' updated ({len(block.value)}/{block.char_limit} characters). It now reads:\n{block.value}"
 
 
-def passage_line(passage: ArchivalPassage) -> str:
-    return f"- id {passage.id} [{passage.occurred_at:%Y-%m-%d}] {passage.content}"
-
-
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
     return await store_fact(ctx, NewPassage(args.content, args.tags, args.occurred_at))
 
@@ -167,7 +163,7 @@ async def store_fact(ctx: ToolContext, new: NewPassage, note: str = "") -> str:
         return saved
     return (
         f"{saved} Current memories possibly about the same thing:\n"
-        + "\n".join(passage_line(p) for p in others)
+        + "\n".join(ARCHIVAL.quoted(p) for p in others)
         + "\nIf the new fact replaces one of them (a move, a changed plan or preference), call archival_memory_supersede "
         "with that memory's id and the same new text (the passage just saved becomes its successor): the old one is "
         "kept as history, no longer current."
@@ -195,14 +191,8 @@ async def archival_memory_search(ctx: ToolContext, args: ArchivalMemorySearch) -
     page = matches[args.page * args.k :]
     if not page:
         return "No archival memories match." if args.page == 0 else "No more results."
-    lines = [f"{passage_line(p)} (score {hit.score:.2f})" for p, hit in page]
+    lines = [f"{ARCHIVAL.quoted(p)} (score {hit.score:.2f})" for p, hit in page]
     return f"{len(page)} current archival memories, dated when they happened (page {args.page}):\n" + "\n".join(lines)
-
-
-def said_line(message: Message, chars: int | None = None) -> str:
-    """A message as conversation_search quotes it (erasing the message erases its quotes: app/chat/forgetting.py) and
-    a memory pass's transcript shows it (its first `chars` characters)."""
-    return f"[{message.occurred_at:%Y-%m-%d %H:%M}] {message.role}: {message.recall_text()[:chars]}"
 
 
 async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str:
@@ -211,7 +201,7 @@ async def conversation_search(ctx: ToolContext, args: ConversationSearch) -> str
     page = hits[args.page * PAGE_SIZE :]
     if not page:
         return "No earlier messages match." if args.page == 0 else "No more results."
-    lines = [said_line(m) for m, _ in page]
+    lines = [RECALL.quoted(m) for m, _ in page]
     return f"{len(page)} earlier messages (page {args.page}):\n" + "\n".join(lines)
 
 

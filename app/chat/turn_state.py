@@ -24,7 +24,7 @@ from app.llm.embeddings import Embedder, EmbeddingError
 from app.llm.embeddings.prepared import prepare
 from app.llm.parsing import parse_text_tool_calls
 from app.llm.types import Completion, ToolCall
-from app.memory.cohort_baseline import embed_cohorts
+from app.memory.search.baseline import embed_cohorts
 from app.models_base import utcnow
 from app.settings import Settings
 

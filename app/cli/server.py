@@ -219,7 +219,7 @@ def _reembed(_: argparse.Namespace) -> None:
             await engine.dispose()
 
     result = asyncio.run(run())
-    print(f"re-embedded {result.passages} passages and {result.messages} messages with {embedder.model} ({embedder.dim} dims)")
+    print(f"re-embedded {result} with {embedder.model} ({embedder.dim} dims)")
 
 
 def _mcp(args: argparse.Namespace) -> None:

@@ -9,10 +9,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.chat.locks import lock_key_of
-from app.chat.message_vectors import MessageVectors
 from app.chat.service import interrupt_turn, running_turns
 from app.db import transaction
 from app.delivery.relay import announce
+from app.memory.recall.vectors import MessageVectors
 
 log = logging.getLogger("engram.recovery")
 

@@ -31,9 +31,9 @@ from app.mcp_server.schemas import (
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.core.service import CoreMemory
 from app.memory.recall.service import RecallMemory
-from app.memory.recollection import Recollector
-from app.memory.recollection_gate import MAX_BUDGET_CHARS
-from app.memory.recollection_schemas import RecollectionRead, RecollectionRequest, recollected
+from app.memory.recollection.recollector import Recollector
+from app.memory.recollection.schemas import RecollectionRead, RecollectionRequest, recollected
+from app.memory.recollection.selection import MAX_BUDGET_CHARS
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BLOCK_LIMIT,

@@ -127,7 +127,7 @@ class ArchivalPassage(SQLModel, table=True):
     valid_until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     superseded_by: uuid.UUID | None = Field(default=None, sa_column=Column(UUID(as_uuid=True)))
     # Provenance: the ids of this agent's messages and passages it was distilled from (a fact from what was said);
-    # empty for a passage stored as it was given. Erasing its last source erases it (app/memory/erasure.py).
+    # empty for a passage stored as it was given. Erasing its last source erases it (app/memory/archival/erasure.py).
     sources: list[uuid.UUID] = Field(
         default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
     )
@@ -201,7 +201,7 @@ class ImportJob(SQLModel, table=True):
     done: int = 0  # items stored (near-duplicates of stored passages included) or skipped
     duplicates: int = 0  # of them, near-duplicates: the stored passage was kept, none added
     skipped: int = 0  # of them, not stored: drawn only from sources erased since the job was submitted
-    error: str | None = Field(default=None, sa_column=Column(Text))  # the last failure (see app/memory/imports.py)
+    error: str | None = Field(default=None, sa_column=Column(Text))  # the last failure (see app/memory/archival/imports.py)
     attempts: int = 0  # failures in a row; a stored slice resets it
     retry_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))  # not run before then
     created_at: datetime = timestamp_field()

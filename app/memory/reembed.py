@@ -12,21 +12,17 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Row, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.llm.embeddings import Embedder
 from app.llm.embeddings.space import record_space, stored_dim, stored_space
-from app.memory.models import Message
+from app.memory.kinds import SEARCHABLE, TABLES, Kind, SearchableKind
 from app.memory.search.agent_indexes import drop_own_indexes
 
 log = logging.getLogger("engram.reembed")
 BATCH = 64
 REEMBED_LOCK_KEY = 0x72656D62  # "remb": one run at a time
-PENDING = {
-    "archival_passages": "embedding_model IS DISTINCT FROM :model",
-    "messages": "embedding_model IS DISTINCT FROM :model AND role IN ('user', 'assistant') AND search_text <> ''",
-}
 
 
 class Progress(Protocol):
@@ -49,8 +45,17 @@ class ReembedBusy(RuntimeError):
 
 @dataclass
 class ReembedResult:
-    passages: int
-    messages: int
+    rows: dict[Kind, int]  # embedded by this run, per kind
+
+    def __str__(self) -> str:
+        """As `engram reembed` reports it: "3 passages and 2 messages"."""
+        return " and ".join(f"{self.rows[kind.name]} {kind.noun}" for kind in SEARCHABLE)
+
+
+def pending(kind: SearchableKind[Any]) -> str:
+    """SQL over the kind's table: its rows still to embed with `:model`."""
+    stale = "embedding_model IS DISTINCT FROM :model"
+    return f"{stale} AND {kind.embedded}" if kind.embedded else stale
 
 
 async def reembed(
@@ -63,16 +68,16 @@ async def reembed(
             raise ReembedBusy("another `engram reembed` is running on this database")
         try:
             if await _up_to_date(engine, embedder):
-                return ReembedResult(passages=0, messages=0)
+                return ReembedResult({kind.name: 0 for kind in SEARCHABLE})
             await _prepare(engine, embedder)
-            done = {table: 0 for table in PENDING}
+            done: dict[Kind, int] = {kind.name: 0 for kind in SEARCHABLE}
             # Again until none is left: rows written meanwhile by a service still running on the old model.
             while pending := await _pending(engine, embedder.model):
                 progress.total(sum(done.values()) + pending)
-                for table in PENDING:
-                    done[table] += await _embed_table(engine, embedder, table, batch, progress)
+                for kind in SEARCHABLE:
+                    done[kind.name] += await _embed_table(engine, embedder, kind, batch, progress)
             await _finish(engine, embedder)
-            return ReembedResult(passages=done["archival_passages"], messages=done["messages"])
+            return ReembedResult(done)
         finally:
             await lock_conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": REEMBED_LOCK_KEY})
 
@@ -85,11 +90,13 @@ async def _up_to_date(engine: AsyncEngine, embedder: Embedder) -> bool:
 
 async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        await drop_own_indexes(conn)  # once a build in progress on a running service is over
-        await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding DROP NOT NULL"))
+        await drop_own_indexes(conn, TABLES)  # once a build in progress on a running service is over
+        for kind in SEARCHABLE:
+            if kind.vector_required:
+                await conn.execute(text(f"ALTER TABLE {kind.table} ALTER COLUMN embedding DROP NOT NULL"))
         if await stored_dim(conn) != embedder.dim:
             # Old vectors cannot be kept in a column of the new size; their rows stay pending until embedded.
-            for table in PENDING:
+            for table in TABLES:
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({embedder.dim}) USING NULL"))
                 # A new type brings the type's default storage back; vectors stay in the row (migration 0005).
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN"))
@@ -100,22 +107,22 @@ async def _prepare(engine: AsyncEngine, embedder: Embedder) -> None:
 async def _pending(engine: AsyncEngine, model: str) -> int:
     async with engine.connect() as conn:
         counts = [
-            (await conn.execute(text(f"SELECT count(*) FROM {t} WHERE {where}"), {"model": model})).scalar_one()
-            for t, where in PENDING.items()
+            (await conn.execute(text(f"SELECT count(*) FROM {kind.table} WHERE {pending(kind)}"), {"model": model})).scalar_one()
+            for kind in SEARCHABLE
         ]
     return sum(counts)
 
 
-async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batch: int, progress: Progress) -> int:
-    """Embeds the table's pending rows in key order (agent, id: the primary key), one committed transaction per batch."""
-    body = "content" if table == "archival_passages" else "content, tool_calls"
+async def _embed_table(engine: AsyncEngine, embedder: Embedder, kind: SearchableKind[Any], batch: int, progress: Progress) -> int:
+    """Embeds the kind's pending rows in key order (agent, id: the primary key), one committed transaction per batch."""
+    columns = ", ".join(kind.text_columns)
     after, done = (uuid.UUID(int=0), uuid.UUID(int=0)), 0
     while True:
         async with engine.begin() as conn:
             rows = (
                 await conn.execute(
                     text(
-                        f"SELECT agent_id, id, {body} FROM {table} WHERE {PENDING[table]} "
+                        f"SELECT agent_id, id, {columns} FROM {kind.table} WHERE {pending(kind)} "
                         "AND (agent_id, id) > (:after_agent, :after_id) ORDER BY agent_id, id LIMIT :n"
                     ),
                     {"model": embedder.model, "after_agent": after[0], "after_id": after[1], "n": batch},
@@ -123,17 +130,12 @@ async def _embed_table(engine: AsyncEngine, embedder: Embedder, table: str, batc
             ).all()
             if not rows:
                 return done
-            vectors = await embedder.embed_passages([_text(table, row) for row in rows])
-            await _store(conn, table, [(row.agent_id, row.id) for row in rows], vectors, embedder.model)
+            vectors = await embedder.embed_passages(
+                [kind.text_of({c: row._mapping[c] for c in kind.text_columns}) for row in rows]
+            )
+            await _store(conn, kind.table, [(row.agent_id, row.id) for row in rows], vectors, embedder.model)
         after, done = (rows[-1].agent_id, rows[-1].id), done + len(rows)
         progress.advance(len(rows))
-
-
-def _text(table: str, row: Row[Any]) -> str:
-    if table == "archival_passages":
-        content: str = row.content
-        return content
-    return Message(role="user", content=row.content, tool_calls=row.tool_calls).recall_text()
 
 
 async def _store(
@@ -151,6 +153,8 @@ async def _store(
 
 async def _finish(engine: AsyncEngine, embedder: Embedder) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text("ALTER TABLE archival_passages ALTER COLUMN embedding SET NOT NULL"))
+        for kind in SEARCHABLE:
+            if kind.vector_required:
+                await conn.execute(text(f"ALTER TABLE {kind.table} ALTER COLUMN embedding SET NOT NULL"))
         await record_space(conn, embedder.model, complete=True)
     log.info("re-embedding complete")

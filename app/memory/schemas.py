@@ -230,7 +230,7 @@ class MessageRead(ReadModel):
     score: float | None = Field(default=None, description="searches only")
 
 
-class ErasureRead(BaseModel):  # what an erasure took along (app/memory/erasure.py)
+class ErasureRead(BaseModel):  # what an erasure took along (app/memory/archival/erasure.py)
     id: uuid.UUID = Field(description="what was erased")
     erased_passages: list[uuid.UUID] = Field(
         description="passages drawn from it alone (their sources all erased), or from one of those, down the chain: "

@@ -15,7 +15,7 @@ from pgserver.postgres_server import PostgresServer
 from app import db, readiness
 from app.llm.embeddings import Embedder
 from app.main import create_app
-from app.memory import cohort_baseline
+from app.memory.search import baseline as cohort_baseline
 from app.settings import Settings
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM
 from tests.support.database import create_database

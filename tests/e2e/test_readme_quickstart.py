@@ -9,7 +9,7 @@ import uuid
 
 from app.agents.schemas import DEFAULT_PERSONA
 from app.llm.embeddings import Embedder
-from app.memory.prompt_text import RECOLLECTION_HEADING
+from app.memory.recollection.prompt_text import RECOLLECTION_HEADING
 from app.settings import Settings
 from testkit.scripted_llm import ScriptedLLM, text
 from tests.support.database import run_sql

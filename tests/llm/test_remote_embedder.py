@@ -12,7 +12,7 @@ from pgserver.postgres_server import PostgresServer
 
 from app import db
 from app.main import create_app
-from app.memory import cohort_baseline
+from app.memory.search import baseline as cohort_baseline
 from app.runtime import runtime
 from testkit.scripted_llm import EMBEDDING_DIM, ScriptedLLM, call, tools
 from tests.support.chat import chat

@@ -14,6 +14,7 @@ from app import db
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
 from app.main import create_app
+from app.memory.kinds import TABLES
 from app.memory.models import ArchivalPassage
 from app.memory.search import agent_indexes, hybrid
 from app.memory.search.agent_indexes import OwnIndexes, index_name, maintain_once
@@ -125,9 +126,9 @@ def test_a_round_builds_nothing_while_another_replica_holds_the_build_lock(agent
         try:
             async with engine.connect() as other:
                 await other.execute(text("SELECT pg_advisory_lock(:space, :key)"), agent_indexes.BUILD_LOCK)
-                locked_out = await maintain_once(engine, OwnIndexes())
+                locked_out = await maintain_once(engine, TABLES, OwnIndexes())
                 await other.execute(text("SELECT pg_advisory_unlock(:space, :key)"), agent_indexes.BUILD_LOCK)
-            return locked_out, await maintain_once(engine, OwnIndexes())
+            return locked_out, await maintain_once(engine, TABLES, OwnIndexes())
         finally:
             await engine.dispose()
 
@@ -166,7 +167,7 @@ def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it
     async def run() -> list[str]:
         engine = db.create_engine(url)
         try:
-            round_ = asyncio.create_task(maintain_once(engine, OwnIndexes()))
+            round_ = asyncio.create_task(maintain_once(engine, TABLES, OwnIndexes()))
             async with engine.connect() as watcher:  # in autocommit: a build waits for every open transaction
                 watcher = await watcher.execution_options(isolation_level="AUTOCOMMIT")
                 building = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%'"
@@ -176,7 +177,7 @@ def test_a_build_cut_short_by_a_stop_frees_the_lock_and_the_next_round_builds_it
             with pytest.raises(asyncio.CancelledError):
                 await round_
             for _ in range(100):  # the next round runs once the cut-short build has let go of the lock
-                if built := await maintain_once(engine, OwnIndexes()):
+                if built := await maintain_once(engine, TABLES, OwnIndexes()):
                     return built
                 await asyncio.sleep(0.1)
             return []

@@ -1,4 +1,4 @@
-"""The baseline's centroid (app/memory/cohort_baseline.py): embedded once per embedder model, whichever event loop asks;
+"""The baseline's centroid (app/memory/search/baseline.py): embedded once per embedder model, whichever event loop asks;
 margins over it read on the model's own scale."""
 
 import asyncio
@@ -10,7 +10,7 @@ from pgserver.postgres_server import PostgresServer
 from app import db
 from app.llm.embeddings import Embedder
 from app.main import create_app
-from app.memory import cohort_baseline
+from app.memory.search import baseline as cohort_baseline
 from testkit.embedders import Compressed
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.database import create_database

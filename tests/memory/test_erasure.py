@@ -1,4 +1,4 @@
-"""Erasure (app/memory/erasure.py): a message forgotten with DELETE …/messages/{id} is found nowhere after (listing,
+"""Erasure (app/memory/archival/erasure.py): a message forgotten with DELETE …/messages/{id} is found nowhere after (listing,
 search by words and by meaning, recollection, the BM25 statistics); erasing a message or a passage erases the
 passages drawn from it alone, down a chain, and trims the sources of those drawn also from something else;
 supersession takes no fact along; unknown ids and other agents' are 404s that change nothing."""

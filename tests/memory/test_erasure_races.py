@@ -1,4 +1,4 @@
-"""Erasure (app/memory/erasure.py) against a write that cites what it erases, in two services on one database: the
+"""Erasure (app/memory/archival/erasure.py) against a write that cites what it erases, in two services on one database: the
 writer holds its checked sources (locked FOR KEY SHARE, repository.source_times) while it embeds, and the erasure
 waits for it. Neither fails, and what the writer stored goes with what it was drawn from."""
 

@@ -1,6 +1,6 @@
-"""Excerpts of long memories (app/memory/excerpt.py): the sentences a query is about, within a length."""
+"""Excerpts of long memories (app/memory/recollection/excerpt.py): the sentences a query is about, within a length."""
 
-from app.memory.excerpt import CUT_MARK, excerpt
+from app.memory.recollection.excerpt import CUT_MARK, excerpt
 from app.memory.search import lexical
 
 

@@ -20,8 +20,8 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import build_embedder
-from app.memory import imports
-from app.memory.imports import ImportWorker, create_job
+from app.memory.archival import imports
+from app.memory.archival.imports import ImportWorker, create_job
 from app.memory.models import ImportJob
 from app.memory.schemas import PassageCreate
 from app.settings import Settings

@@ -13,8 +13,8 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
+from app.memory.archival.imports import ImportWorker, create_job, describe, get_job
 from app.memory.archival.service import ArchivalMemory
-from app.memory.imports import ImportWorker, create_job, describe, get_job
 from app.memory.models import ImportJob, Message
 from app.memory.schemas import MAX_SOURCES, PassageCreate
 from testkit.bulk import JSON_LINES, json_lines

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.agents.schemas import DEFAULT_PERSONA
-from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
+from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
 from testkit.scripted_llm import ScriptedLLM
 from tests.support.chat import chat, reply_with_recalled_memories
 from tests.support.service import tenant_with_key

@@ -1,4 +1,4 @@
-"""The gate of automatic recollection (app/memory/recollection_gate.select): what goes into the prompt, in what order,
+"""The gate of automatic recollection (app/memory/recollection/selection.select): what goes into the prompt, in what order,
 and within what size, decided on the hits' margins, lexical coverage and fused scores."""
 
 import uuid
@@ -7,15 +7,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.memory import recollection_gate
-from app.memory.recollection_gate import Kind, Recollection, select
+from app.memory.kinds import Kind
+from app.memory.recollection import gate, rendering
+from app.memory.recollection.candidate import Candidate, memory_chars
+from app.memory.recollection.selection import select
 from app.memory.search import lexical
 
 WHEN = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def hit(content: str, score: float, *, margin: float = 0.0, coverage: float = 0.0, kind: Kind = "archival") -> Recollection:
-    return Recollection(kind, uuid.uuid4(), content, WHEN, similarity=0.8, margin=margin, coverage=coverage, score=score)
+def hit(content: str, score: float, *, margin: float = 0.0, coverage: float = 0.0, kind: Kind = "archival") -> Candidate:
+    return Candidate(kind, uuid.uuid4(), content, WHEN, similarity=0.8, margin=margin, coverage=coverage, score=score)
 
 
 def test_nothing_goes_in_unless_some_hit_is_relevant_on_its_own() -> None:
@@ -60,14 +62,14 @@ def test_the_character_budget_holds_as_rendered_and_a_first_hit_too_long_is_cut_
     hits = [hit(f"memory {i} " + "x" * 200, 1 - i / 100, margin=0.1) for i in range(10)]
     # a heading of 12 characters, then items of 211: 12 + 3 x (1 + 211) = 648, a fourth makes 860
     chosen = select(hits, budget=720, per_memory=300)
-    assert len(chosen) == 3 and len(recollection_gate.render(chosen) or "") == 648
-    assert len(recollection_gate.render(select(hits[:4], budget=860, per_memory=300)) or "") == 860
+    assert len(chosen) == 3 and len(rendering.render(chosen) or "") == 648
+    assert len(rendering.render(select(hits[:4], budget=860, per_memory=300)) or "") == 860
     # a fourth of another day, with its heading (873), does not fit
     other_day = replace(hit(hits[3].content, hits[3].score, margin=0.1), occurred_at=datetime(2026, 5, 2, tzinfo=UTC))
     assert select([*hits[:3], other_day], budget=870, per_memory=300) == hits[:3]
     huge = hit("y" * 5000, 0.9, margin=0.2)
     [only] = select([huge], budget=100)
-    assert len(recollection_gate.render([only]) or "") <= 100 and only.shown == "y" * only.cap and only.cap > 40
+    assert len(rendering.render([only]) or "") <= 100 and only.shown == "y" * only.cap and only.cap > 40
     assert select([huge], budget=30) == []  # nothing useful fits
 
 
@@ -91,10 +93,10 @@ def test_a_long_memory_takes_its_share_of_the_budget_as_an_excerpt_about_the_que
     chosen = select([long, short], budget=800)
     assert [c.id for c in chosen] == [long.id, short.id] and chosen[1] == short  # a short one stays whole
     shown = chosen[0].shown
-    per_memory = recollection_gate.memory_chars(800)
+    per_memory = memory_chars(800)
     assert len(story) > per_memory >= len(shown) and per_memory == 176
     assert "Emi starts piano lessons on Thursdays at 5 pm" in shown and shown.startswith("… ") and shown.endswith(" …")
-    assert f"- {shown}" in (recollection_gate.render(chosen) or "")
+    assert f"- {shown}" in (rendering.render(chosen) or "")
     # the whole memory when the budget allows it, and from its start without the query's terms
     assert select([long], budget=20_000)[0].shown == story.strip()
     assert select([replace(long, terms=frozenset())], budget=800)[0].shown == story[:per_memory]
@@ -114,9 +116,9 @@ def test_a_reply_comes_with_the_question_it_answers_when_both_fit() -> None:
     other = hit("Caroline: My grandma's necklace is from Sweden.", 0.45, margin=0.1)
     # the question scores below the company ratio, yet comes along with its reply, and is written before it
     assert select([asked, reply, other]) == [reply, asked, other]
-    assert recollection_gate.arrange([reply, asked, other]) == [other, asked, reply]
+    assert rendering.arrange([reply, asked, other]) == [other, asked, reply]
     # only the reply fits: it goes in alone
-    room = len(recollection_gate.render([reply]) or "")
+    room = len(rendering.render([reply]) or "")
     assert select([asked, reply, other], budget=room) == [reply]
     # a question already chosen, or in front of the caller, is not repeated
     chosen = select([replace(asked, score=0.6, margin=0.1), reply])
@@ -135,13 +137,13 @@ def test_the_reply_places_its_days_heading_and_its_question_comes_first_within_t
     reply = replace(hit("Caroline: Yes, last summer!", 0.9, margin=0.1), answers=asked.id, written=1.0)
     earlier = replace(hit("Caroline: Sweden was lovely.", 0.5, margin=0.1), occurred_at=datetime(2026, 4, 30, tzinfo=UTC))
     chosen = select([asked, reply, earlier])
-    assert recollection_gate.render(chosen) == (
+    assert rendering.render(chosen) == (
         "[2026-05-01]\n- Caroline: Yes, last summer!\n[2026-04-30]\n- Melanie: Did you ever go back to Sweden?\n"
         "- Caroline: Sweden was lovely."
     )
     # on the same day, the question comes before its reply
     same_day = replace(asked, written=0.0, occurred_at=WHEN)
-    assert recollection_gate.arrange(select([same_day, reply])) == [same_day, reply]
+    assert rendering.arrange(select([same_day, reply])) == [same_day, reply]
 
 
 def test_a_days_lines_come_in_the_order_they_were_said() -> None:
@@ -155,18 +157,18 @@ def test_a_days_lines_come_in_the_order_they_were_said() -> None:
             ]
         )
     )
-    assert recollection_gate.arrange([second, third, first]) == [first, second, third]
+    assert rendering.arrange([second, third, first]) == [first, second, third]
 
 
 def test_the_rendering_labels_and_dates_each_memory_once_per_day() -> None:
-    rendered = recollection_gate.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
+    rendered = rendering.render([hit("The user's cat is named Mochi", 0.9, margin=0.1)])
     assert rendered == "[2026-05-01]\n- The user's cat is named Mochi"
-    assert recollection_gate.render([]) is None
+    assert rendering.render([]) is None
     later = replace(
         hit("I adopted a second cat", 0.8, kind="recall"), speaker="user", occurred_at=datetime(2026, 6, 2, tzinfo=UTC)
     )
     hits = [hit("Mochi is a tabby", 0.9, margin=0.1), later, hit("Mochi is three years old", 0.7)]
-    assert recollection_gate.render(hits) == (
+    assert rendering.render(hits) == (
         "[2026-05-01]\n- Mochi is a tabby\n- Mochi is three years old\n[conversation, 2026-06-02]\n- user: I adopted a second cat"
     )
 
@@ -174,15 +176,15 @@ def test_the_rendering_labels_and_dates_each_memory_once_per_day() -> None:
 def test_the_bar_is_lower_the_fewer_memories_a_query_is_compared_with() -> None:
     # From the hits searched on (every store of the benchmark sets), the bars chosen there; below, lower: the best
     # of five unrelated memories stands out less often than the best of thirty.
-    general, personal = recollection_gate.PERSONAL - 0.01, recollection_gate.PERSONAL
-    at_reference = recollection_gate.REFERENCE_COMPARED
-    assert recollection_gate.min_margin(at_reference, general) == recollection_gate.MIN_MARGIN
-    assert recollection_gate.min_margin(10 * at_reference, general) == recollection_gate.MIN_MARGIN
-    assert recollection_gate.min_margin(at_reference, personal) == recollection_gate.PERSONAL_MIN_MARGIN
-    bars = [recollection_gate.min_margin(n, personal) for n in (1, 2, 5, 10, at_reference)]
+    general, personal = gate.PERSONAL - 0.01, gate.PERSONAL
+    at_reference = gate.REFERENCE_COMPARED
+    assert gate.min_margin(at_reference, general) == gate.MIN_MARGIN
+    assert gate.min_margin(10 * at_reference, general) == gate.MIN_MARGIN
+    assert gate.min_margin(at_reference, personal) == gate.PERSONAL_MIN_MARGIN
+    bars = [gate.min_margin(n, personal) for n in (1, 2, 5, 10, at_reference)]
     assert bars == sorted(bars) and len(set(bars)) == len(bars)
-    assert 0 < bars[0] < recollection_gate.PERSONAL_MIN_MARGIN
-    assert recollection_gate.min_margin(0, personal) == bars[0]  # nothing compared: as one
+    assert 0 < bars[0] < gate.PERSONAL_MIN_MARGIN
+    assert gate.min_margin(0, personal) == bars[0]  # nothing compared: as one
 
 
 def test_a_hit_from_the_time_asked_about_is_evident() -> None:
@@ -195,7 +197,7 @@ def test_a_hit_from_the_time_asked_about_is_evident() -> None:
     "message", ["Yes", "ok thanks!", "Great, thank you so much!", "はい、ありがとう！", "了解です", "👍", " "]
 )
 def test_a_message_that_only_acknowledges_asks_nothing(message: str) -> None:
-    assert recollection_gate.acknowledges(message)
+    assert gate.acknowledges(message)
 
 
 @pytest.mark.parametrize(
@@ -212,7 +214,7 @@ def test_a_message_that_only_acknowledges_asks_nothing(message: str) -> None:
     ],
 )
 def test_a_message_with_something_in_it_asks(message: str) -> None:
-    assert not recollection_gate.acknowledges(message)
+    assert not gate.acknowledges(message)
 
 
 def test_a_fact_goes_where_its_source_line_would_and_the_line_stays_out() -> None:

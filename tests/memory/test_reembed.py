@@ -165,7 +165,7 @@ def test_an_interrupted_reembed_loses_nothing_and_resumes(postgres_server: Postg
         engine = db.create_engine(url)
         try:
             done = await reembed(engine, e, batch=2)
-            return done.passages, done.messages
+            return done.rows["archival"], done.rows["recall"]
         finally:
             await engine.dispose()
 

@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app import db
+from app.memory.kinds import TABLES
 from app.memory.search.agent_indexes import OwnIndexes, maintain_once
 
 
@@ -52,7 +53,7 @@ def build_own_indexes(database_url: str, indexes: OwnIndexes) -> list[str]:
     async def run() -> list[str]:
         engine = db.create_engine(database_url)
         try:
-            return await maintain_once(engine, indexes)
+            return await maintain_once(engine, TABLES, indexes)
         finally:
             await engine.dispose()
 

@@ -59,7 +59,7 @@ class LocalModelEmbedder:
     threads than CPUs its workers spin 100 times instead of 300,000 before they sleep (libgomp's GOMP_SPINCOUNT
     documentation), so they sleep at every barrier between the model's layers: while a second such thread lives,
     even idle, a question takes 22 ms on 2 cores instead of 11. A thread on one core has no pool, and a thread that
-    ends takes its pool with it (bench/ARCHIVE.md, "The model's threads")."""
+    ends takes its pool with it."""
 
     model: str
     dim: int
@@ -130,8 +130,8 @@ class _Batches:
     caller getting its own vectors: one pass of the model for all of them (8 questions: 59 against 68 ms one by one
     on 2 cores; the same vectors, bit for bit). Without it a lane falls behind when calls come faster than one pass
     each: a turn's two message vectors, waiting for the queries in flight under 8 clients, were ~60 ms each on their
-    core, and a soak's backlog of them grew by one per turn (bench/ARCHIVE.md, `soak.py`). `max_chars`: a call takes
-    waiting texts up to about this many characters (at least one caller's), the rest wait for the next."""
+    core, and a soak's backlog of them grew by one per turn. `max_chars`: a call takes waiting texts up to about this
+    many characters (at least one caller's), the rest wait for the next."""
 
     def __init__(
         self, executor: ThreadPoolExecutor, encode: Callable[[list[str]], Sequence[Sequence[float]]], max_chars: int | None = None

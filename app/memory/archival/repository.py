@@ -122,7 +122,7 @@ class PassageRepository:
 
     async def source_times(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
         """Of `ids`, the agent's messages and passages, each with when it was said. They stay locked until the
-        transaction ends: erasing one meanwhile (app/memory/erasure.py) waits, and then finds what was drawn from it,
+        transaction ends: erasing one meanwhile (app/memory/archival/erasure.py) waits, and then finds what was drawn from it,
         or goes first, and this finds it gone."""
         if not ids:
             return {}

@@ -12,9 +12,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.embeddings import Embedder
+from app.memory.archival.erasure import Erasure, erase_passage
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
-from app.memory.erasure import Erasure, erase_passage
 from app.memory.models import ArchivalPassage
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
@@ -193,7 +193,7 @@ class ArchivalMemory:
         return passage
 
     async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> Erasure:
-        """Delete a passage, and the passages drawn from it alone (app/memory/erasure.py); the passages they
+        """Delete a passage, and the passages drawn from it alone (app/memory/archival/erasure.py); the passages they
         superseded are current again."""
         return await erase_passage(self.passages.session, agent_id, passage_id)
 

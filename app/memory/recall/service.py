@@ -17,7 +17,7 @@ from app.pagination import decode_seq_cursor, split_page
 class RecallMemory:
     """Every message ever exchanged with the agent, searchable by meaning and by words (user and assistant
     messages), including those that have left the LLM context; appended in order by turns, read back for the prompt,
-    their vectors filled in after the fact (app/chat/message_vectors.py)."""
+    their vectors filled in after the fact (app/memory/recall/vectors.py)."""
 
     def __init__(self, session: AsyncSession, embedder: Embedder | None = None):
         """`embedder`: for searching by a query's text (not needed to append or read messages, nor to search with

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Sequence
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 INDEX_FROM = 2_000
 # ...while its partition has fewer than this many own indexes.
 MAX_PER_PARTITION = 64
-TABLES = ("archival_passages", "messages")
 ROUND_SECONDS = 30.0
 # Memory for one build (the session's own: one build runs at a time); HNSW builds that spill take several times longer.
 BUILD_MEMORY = "256MB"
@@ -47,7 +47,7 @@ def index_name(table: str, agent_id: uuid.UUID) -> str:
     return f"ix_{table}_agent_{agent_id.hex}"
 
 
-NAME = re.compile(rf"^ix_({'|'.join(TABLES)})_agent_([0-9a-f]{{32}})$")
+NAME = re.compile(r"^ix_(\w+)_agent_([0-9a-f]{32})$")
 
 
 class OwnIndexes:
@@ -59,9 +59,10 @@ class OwnIndexes:
     def has(self, table: str, agent_id: uuid.UUID) -> bool:
         return (table, agent_id) in self._valid
 
-    async def refresh(self, conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
-        """Reads the own indexes from the catalog; returns each one's name -> (whether it is valid, its partition)."""
-        found = await _own_indexes(conn)
+    async def refresh(self, conn: AsyncConnection, tables: Sequence[str]) -> dict[str, tuple[bool, str]]:
+        """Reads the own indexes of `tables` from the catalog; returns each one's name -> (whether it is valid, its
+        partition)."""
+        found = await _own_indexes(conn, tables)
         self._valid = frozenset(_parse(name) for name, (valid, _) in found.items() if valid)
         return found
 
@@ -75,7 +76,7 @@ def _parse(name: str) -> tuple[str, uuid.UUID]:
     return match[1], uuid.UUID(hex=match[2])
 
 
-async def _own_indexes(conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
+async def _own_indexes(conn: AsyncConnection, tables: Sequence[str]) -> dict[str, tuple[bool, str]]:
     """Each own index's name -> (whether it is valid, the partition it is on)."""
     rows = await conn.execute(
         text(
@@ -84,7 +85,7 @@ async def _own_indexes(conn: AsyncConnection) -> dict[str, tuple[bool, str]]:
             "WHERE i.indrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = ANY(CAST(:tables AS regclass[]))) "
             "AND c.relname ~ :name"
         ),
-        {"tables": list(TABLES), "name": NAME.pattern},  # the pattern reads the same in Python and PostgreSQL
+        {"tables": list(tables), "name": NAME.pattern},  # the pattern reads the same in Python and PostgreSQL
     )
     return {name: (bool(valid), partition) for name, valid, partition in rows.all()}
 
@@ -100,25 +101,25 @@ async def _partitions_of(conn: AsyncConnection, table: str, agents: list[uuid.UU
     return {agent_id: partition for agent_id, partition in rows.all() if partition is not None}
 
 
-async def drop_own_indexes(conn: AsyncConnection) -> None:
+async def drop_own_indexes(conn: AsyncConnection, tables: Sequence[str]) -> None:
     """Every own index (before re-embedding every row: building them again afterwards costs less), in `conn`'s
     transaction, which waits for a build in progress and keeps new ones from starting until it ends."""
     await conn.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), BUILD_LOCK)
-    for name in await _own_indexes(conn):
+    for name in await _own_indexes(conn, tables):
         await conn.execute(text(f"DROP INDEX IF EXISTS {name}"))
 
 
-async def maintain(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> None:
-    """Runs for the life of the process."""
+async def maintain(engine: AsyncEngine, tables: Sequence[str], indexes: OwnIndexes = OWN_INDEXES) -> None:
+    """Runs for the life of the process, over `tables` (the searchable kinds', app/memory/kinds.py)."""
     while True:
         try:
-            await maintain_once(engine, indexes)
+            await maintain_once(engine, tables, indexes)
         except Exception:  # the database may be down; the next round tries again
             log.warning("own vector index maintenance failed", exc_info=True)
         await asyncio.sleep(ROUND_SECONDS)
 
 
-async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) -> list[str]:
+async def maintain_once(engine: AsyncEngine, tables: Sequence[str], indexes: OwnIndexes = OWN_INDEXES) -> list[str]:
     """One round: drops the indexes left invalid, those of deleted agents and those of agents no longer among the
     largest when a larger one needs the room; builds the missing ones (largest first) and refreshes `indexes`.
     Returns the names built. Nothing is built while another replica holds the lock, or while `engram reembed` runs."""
@@ -127,10 +128,10 @@ async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) 
         conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
         try:
             if not (await conn.execute(text("SELECT pg_try_advisory_lock(:space, :key)"), BUILD_LOCK)).scalar():
-                await indexes.refresh(conn)
+                await indexes.refresh(conn, tables)
                 return []
             space = await stored_space(conn)
-            built = await _round(conn, indexes) if space is None or space[1] else []
+            built = await _round(conn, tables, indexes) if space is None or space[1] else []
             await conn.execute(text("RESET maintenance_work_mem"))  # the connection goes back to the pool
             await conn.execute(text("SELECT pg_advisory_unlock(:space, :key)"), BUILD_LOCK)
         except BaseException:
@@ -142,8 +143,8 @@ async def maintain_once(engine: AsyncEngine, indexes: OwnIndexes = OWN_INDEXES) 
     return built
 
 
-async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
-    drop, build = await _plan(conn, await indexes.refresh(conn))
+async def _round(conn: AsyncConnection, tables: Sequence[str], indexes: OwnIndexes) -> list[str]:
+    drop, build = await _plan(conn, tables, await indexes.refresh(conn, tables))
     for name in drop:
         await conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
         log.info("dropped own vector index %s", name)
@@ -163,12 +164,12 @@ async def _round(conn: AsyncConnection, indexes: OwnIndexes) -> list[str]:
         # since it grew plans an exact scan); autovacuum would get there, later
         await conn.execute(text(f"ANALYZE {partition}"))
     if drop or build:
-        await indexes.refresh(conn)
+        await indexes.refresh(conn, tables)
     return [index_name(table, agent_id) for table, agent_id, _ in build]
 
 
 async def _plan(
-    conn: AsyncConnection, existing: dict[str, tuple[bool, str]]
+    conn: AsyncConnection, tables: Sequence[str], existing: dict[str, tuple[bool, str]]
 ) -> tuple[list[str], list[tuple[str, uuid.UUID, str]]]:
     """(indexes to drop, (table, agent, partition) to build). Dropped: invalid ones (a build cut short), those of
     deleted agents, and — only to make room for a larger agent — the smallest of a partition's no longer among its
@@ -177,7 +178,7 @@ async def _plan(
     alive = set((await conn.execute(text("SELECT id FROM agents WHERE id = ANY(:ids)"), {"ids": agents})).scalars())
     drop = [name for name, (valid, _) in existing.items() if not valid or _parse(name)[1] not in alive]
     build: list[tuple[str, uuid.UUID, str]] = []
-    for table in TABLES:
+    for table in tables:
         rows = await conn.execute(
             text("SELECT agent_id, docs FROM lexical_corpus WHERE source = :table AND docs >= :least"),
             {"table": table, "least": INDEX_FROM},

@@ -1,57 +1,32 @@
-"""Hybrid retrieval in one SQL statement, shared by archival passages and recall messages.
+"""Hybrid retrieval in one SQL statement, shared by every searchable kind (app/memory/kinds.py).
 
 Candidates: the top rows by cosine distance (an exact scan of the agent's rows, its own HNSW index for the largest
 agents: agent_indexes.py) and the top rows by BM25 over the lexical tokens (found through the GIN index; term
 frequencies read from each row's term counts, migration 0013; document frequencies, counts and lengths from the
-statistics triggers keep on write, migrations 0005, 0017). Fusion: a convex combination, 0.4 / 0.6, of the cosine centred
-on the query's neighbourhood (taken to the query less CENTRE_SHARE of the vector candidates' mean, `_centred`) and
-min-max normalised over the candidates, and BM25 as a share of the query's bound — the sum of its terms' IDF x
-(k1 + 1), what a row holding every term would approach. Then replies: a short line that follows a short question
-among the best candidates gains part of the question's score (`_replies`), since in a conversation the answer ("Yes,
-last summer") often shares no word and little meaning with what is asked, and its question does. Last, the rows a
-query names gain a share: from a date it names, said by a speaker it names (app/memory/search/named_sql.py, which also
-adds the rows of a named time as candidates of their own).
-
-Every parameter was chosen on three sets at once (bench/retrieval.py, bench/design_sweep.py): LongMemEval dev
-(long mixed-topic chats), LoCoMo dev (short two-person turns) and the Japanese paraphrases; a design must keep the
-Japanese top-3 at 1.00, and the one with the best *worst* lead over the best same-run baseline (cosine, BM25 Okapi,
-RRF k=60) wins: at recall@5 until centring, since then the mean over @1/@3/@5/@10, for the design and its grid
-neighbours. Evidence recall @1/@5/@10, before -> after the reply rule: LoCoMo 0.327/0.548/0.628 ->
-0.355/0.602/0.675, LongMemEval 0.495/0.897/0.952 unchanged, Japanese top-3 1.00 unchanged. Before -> after the
-date rule (LoCoMo stored dated by its sessions; 83 of its 760 questions name a date, none of the others'): LoCoMo
-0.358/0.603/0.672 -> 0.382/0.636/0.709, the others unchanged (shares 0.1-0.3: LoCoMo @5 0.626-0.640). Then the speaker
-rule: LongMemEval 0.495/0.897/0.952 -> 0.535/0.939/0.952 (multi-session @5 0.608 -> 0.867: the user's own lines),
-LoCoMo 0.382/0.636/0.709 -> 0.401/0.651/0.724, Japanese unchanged, at a share of 0.1: every share from 0.03 to 0.15
-gives the same LongMemEval @1/@5 (0.2 lowers @1), and at 0.1 and 0.15 both sets are at their best at @5 and @10
-(LongMemEval @10 0.992 against 0.952 at 0.05): the lower end of that plateau. Then centring, with the vector weight
-chosen again (0.5 -> 0.4; the protocol now takes the mean lead over @1/@3/@5/@10 and asks it of a design's grid
-neighbours too): LongMemEval 0.535/0.789/0.939/0.992 -> 0.595/0.843/0.931/1.000, LoCoMo 0.401/0.584/0.651/0.724 ->
-0.443/0.610/0.693/0.770, Japanese 0.773/0.932/0.955/0.977 -> 0.795/1.000/1.000/1.000 (@1/@3/@5/@10). Every centre
-share from 0.3 to 0.7 leads the baselines by more than none on both sets (mean leads LongMemEval +0.044 to +0.064
-against +0.024, LoCoMo +0.161 to +0.172 against +0.146, at the weight 0.4); 0.8 lowers the Japanese top-3.
-Why BM25 over its bound, not over the best match: normalised by the best match, a query whose only lexical
-evidence is weak (a Japanese particle such as "です", a common word) hands that best match a full lexical score,
-and it outranks the memory that answers in other words (Japanese paraphrases' top-3: 0.41 over the best match,
-1.00 over the bound). Scaling BM25 by the best match down to half the bound lifts LoCoMo (@5 0.623) but lowers
-LongMemEval (0.849), and before centring a lower vector weight did the same (0.4: 0.615 / 0.863).
-Why the reply rule asks for short lines on both sides: an assistant's long answer that ends with "How does that
-sound?" is no question the next user line answers; without the limit LongMemEval @5 falls 0.897 -> 0.713.
-Why not PostgreSQL's ts_rank: it has no inverse document frequency (LongMemEval_S recall@5: ts_rank 0.48, BM25
-over the same tokens 0.82). Why not reciprocal-rank fusion: it keeps only ranks, so a clear lexical winner and a
-lexical tie fuse alike (RRF k=60 over the same vectors and BM25: LongMemEval 0.873, LoCoMo 0.504 @5).
-The reported `similarity` is the plain cosine to the query (automatic recollection gates on it). See bench/ARCHIVE.md."""
+statistics triggers keep on write, migrations 0005, 0017). Fusion: a convex combination, 0.4 / 0.6, of the cosine
+centred on the query's neighbourhood (taken to the query less CENTRE_SHARE of the vector candidates' mean,
+`_centred`) and min-max normalised over the candidates, and BM25 as a share of the query's bound — the sum of its
+terms' IDF x (k1 + 1), what a row holding every term would approach. Over the bound, not over the best match: a query
+whose only lexical evidence is weak (a particle such as "です", a common word) would hand that match a full lexical
+score, and it would outrank the memory that answers in other words. Not ts_rank, which has no inverse document
+frequency; not reciprocal-rank fusion, which keeps only ranks and fuses a clear lexical winner and a tie alike.
+Then replies: a short line that follows a short question among the best candidates gains part of the question's
+score (`_replies`), since in a conversation the answer ("Yes, last summer") often shares no word and little meaning
+with what is asked, and its question does. Last, the rows a query names gain a share: from a date it names, said by
+a speaker it names (app/memory/search/named_sql.py, which also adds the rows of a named time as candidates of their
+own). The reported `similarity` is the plain cosine to the query (recollection gates on it). Every parameter was
+chosen on LongMemEval, LoCoMo and the Japanese set at once (bench/README.md; how, and what was tried: ARCHIVE.md)."""
 
 import functools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Float, Uuid, column, select, text
 from sqlalchemy.orm import defer
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from app.memory.models import ArchivalPassage, Message
 from app.memory.search import bm25, named_sql
 from app.memory.search.agent_indexes import OWN_INDEXES
 from app.memory.search.query import Mode, SearchQuery
@@ -72,7 +47,19 @@ REPLY_WINDOW = 3
 REPLY_MAX_TOKENS = 50  # lexical tokens, of the question and of the reply: longer lines stand on their own
 QUESTION_PATTERN = r"[?？]\s*$"
 
-Row = TypeVar("Row", ArchivalPassage, Message)
+
+class SearchedRow(Protocol):
+    """What the search asks of a table model (a searchable kind's, app/memory/kinds.py): an id, and the vector
+    column it ranks by, left unloaded on the rows it returns."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def embedding(self) -> object: ...
+
+
+Row = TypeVar("Row", bound=SearchedRow)
 
 
 @dataclass
@@ -113,8 +100,8 @@ def _centred(similarity: str, row: str, centre_share: float) -> str:
     the candidates have in common says nothing about which of them answers, and small talk in the agent's usual
     register ("Wow, that painting is awesome!") rides on it. Centring is the classic cure for such hubs (Suzuki et
     al., "Centering similarity measures to reduce hubs", EMNLP 2013), here on the query's own neighbourhood: no
-    statistic is kept on write, and an agent's other topics do not pull it (the store-wide mean was measured and is
-    worse on LoCoMo: bench/ARCHIVE.md)."""
+    statistic is kept on write, and an agent's other topics do not pull it (the store-wide mean does worse on
+    LoCoMo)."""
     if not centre_share:
         return similarity
     # <#> is the negative inner product; coalesce: no candidates, no centring
@@ -247,7 +234,7 @@ def search_statement(
     sequence: tuple[str, ...] | None = None,
     speaker: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The search as one SQL statement and its parameters (bench/ explains it with EXPLAIN ANALYZE). `embedding`: the
+    """The search as one SQL statement and its parameters (the benchmarks EXPLAIN ANALYZE it). `embedding`: the
     query's vector; the rest is the table's: `where`, extra trusted SQL conditions over it, their values bound
     through `params`; `sequence`: the columns that order the agent's rows as they were written (a reply follows its
     question), None: no such order; `speaker`: an SQL expression over the row `t` for who said it (lower case), None:

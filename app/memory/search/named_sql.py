@@ -5,7 +5,7 @@ dates are bound as :named_from and :named_to (app/memory/search/named_dates.py),
 
 A row from a date the query names ("on 3 May, 2023") gains DATE_SHARE: what was said then rarely says the date. A row
 said by someone the query names (Caroline's lines for "What did Caroline…", the user's for "What did I…") gains
-SPEAKER_SHARE. Both shares were chosen on the benchmark sets (bench/README.md)."""
+SPEAKER_SHARE. Both shares were chosen on the benchmark sets."""
 
 from app.memory.search import bm25
 

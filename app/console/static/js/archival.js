@@ -36,7 +36,7 @@ function sources(ids) {
   );
 }
 
-/** Erase (DELETE `path`) what `item` of `list` shows, and say `done` and what went with it (app/memory/erasure.py),
+/** Erase (DELETE `path`) what `item` of `list` shows, and say `done` and what went with it (app/memory/archival/erasure.py),
  * also dropped from the list. */
 async function erase(status, list, item, path, done) {
   try {

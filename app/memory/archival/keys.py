@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.errors import NotFound
+from app.memory.archival.erasure import Erasure, erase_key
 from app.memory.archival.service import ArchivalMemory, NewPassage, normalise_tags
-from app.memory.erasure import Erasure, erase_key
+from app.memory.archival.timeline import supersede
 from app.memory.models import ArchivalPassage
-from app.memory.timeline import supersede
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,6 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
 
 
 async def erase(archival: ArchivalMemory, agent_id: uuid.UUID, key: str) -> tuple[uuid.UUID, Erasure]:
-    """Erase the key's passage, its earlier versions and what was drawn from them alone (app/memory/erasure.py)."""
+    """Erase the key's passage, its earlier versions and what was drawn from them alone (app/memory/archival/erasure.py)."""
     await archival.passages.lock_keys(agent_id, [key])
     return await erase_key(archival.passages.session, agent_id, key)

@@ -8,18 +8,14 @@ from datetime import datetime
 from app.errors import Conflict, NotFound
 from app.llm.embeddings import EmbeddingError
 from app.memory.archival.service import ArchivalMemory, NewPassage, Stored
-from app.memory.cohort_baseline import baseline, cohorts_embedded
 from app.memory.models import ArchivalPassage
+from app.memory.search.baseline import baseline, cohorts_embedded
 
 # A stored passage is "possibly about the same thing" as a new one when the new text, embedded as a query, is this
-# much closer to it than to generic text (the margin over the baseline of app/memory/cohort_baseline.py, as automatic
-# recollection gates on). Chosen with bench/related_passages.py on multilingual-e5-small: 16 newer facts (9
-# English, 5 Japanese, 2 across the languages) against the older fact each replaces and every other fact of the
-# same user. Raw cosine cannot separate them (same-topic pairs 0.802-0.957, other-topic pairs up to 0.869). At a
-# margin of 0.06, 15 of 16 new facts list their older fact (the miss: "Aiko moved to Sapporo for a new job" against
-# "The user's sister Aiko lives in Kyoto", 0.058) and 2 of 16 list an unrelated one (2 of 222 pairs); at 0.05: 16
-# and 8; at 0.08: 12 and 1. A listing the model reads and may ignore costs little, a missed one a stale fact.
-# Embedding the new text as a passage separates less (at a margin of 0.10: 15 listed, 3 wrong).
+# much closer to it than to generic text (the margin over the baseline of app/memory/search/baseline.py, as automatic
+# recollection gates on): raw cosine cannot separate same-topic from other-topic pairs, and a passage embedding of the
+# new text separates less. Chosen on newer facts against the older facts they replace (English, Japanese and across
+# the two), weighing that a listing the model reads and may ignore costs little, a missed one a stale fact.
 RELATED_MIN_MARGIN = 0.06
 RELATED_MAX = 3
 

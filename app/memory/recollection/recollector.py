@@ -1,55 +1,42 @@
 """Recollection: the memories a model should see before it answers a message, within a budget of characters. The
 chat path puts them into its system prompt at the start of a turn; `POST …/recollection` hands them to a service
-that runs its own LLM. Both call `Recollector.recollect`, so the two never drift. The message is searched in
-archival and recall memory (the hybrid search); which hits go in, and how they are written, is the gate's
-(app/memory/recollection_gate.py)."""
+that runs its own LLM. Both call `Recollector.recollect`, so the two never drift. The message is searched in every
+searchable kind (app/memory/kinds.py: archival and recall memory, by the hybrid search); whether any hit goes in is
+the gate's (gate.py), which ones the budget's (selection.py), and how they are written rendering.py's."""
 
 import asyncio
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.db import reading
 from app.llm.embeddings import Embedder
-from app.memory.archival.service import ArchivalMemory
-from app.memory.archival.validity import CURRENT, Validity
-from app.memory.cohort_baseline import baseline, embed_cohorts
 from app.memory.core.service import CoreMemory
-from app.memory.models import ArchivalPassage, MemoryBlock, Message
-from app.memory.prompt_text import core_section, memories_section
-from app.memory.recall.service import RecallMemory
-from app.memory.recollection_gate import (
-    BUDGET_CHARS,
-    KINDS,
-    PERSONAL,
-    WINDOW_RATIO,
-    Kind,
-    Recollection,
-    acknowledges,
-    arrange,
-    coverage,
-    min_margin,
-    render,
-    searched_for,
-    select,
-)
+from app.memory.kinds import KINDS, SEARCHABLE, Kind, Scope, SearchableKind
+from app.memory.models import MemoryBlock
+from app.memory.recollection.candidate import BUDGET_CHARS, Candidate
+from app.memory.recollection.gate import PERSONAL, WINDOW_RATIO, acknowledges, coverage, min_margin
+from app.memory.recollection.prompt_text import core_section, memories_section
+from app.memory.recollection.rendering import arrange, render
+from app.memory.recollection.selection import searched_for, select
 from app.memory.search import lexical
+from app.memory.search.baseline import baseline, embed_cohorts
 from app.memory.search.hybrid import Hit
 from app.memory.search.query import SearchQuery
 from app.metrics import RECOLLECTED_MEMORIES, RECOLLECTIONS
 
 
 @dataclass
-class Recalled:
+class Recollection:
     """What recollection hands over: the memories in the order `body` lists them, `body` the section's lines (None:
     nothing), and `core` the core-memory section (when asked for)."""
 
-    memories: list[Recollection] = field(default_factory=list)
+    memories: list[Candidate] = field(default_factory=list)
     body: str | None = None
     core: str | None = None
 
@@ -91,9 +78,9 @@ class CoreBlocks:
 
 
 class Recollector:
-    """`elsewhere`: sessions for a second connection, on which recall memory and core memory are read while archival
-    memory is searched on `session` (2-3 ms of a request's ~8 on LoCoMo, bench/http_search.py); None: one after the
-    other on `session`. `caller`: who asks, as the metrics count it."""
+    """`elsewhere`: sessions for a second connection, on which the other kinds (recall memory) and core memory are
+    read while the first (archival memory, app/memory/kinds.py) is searched on `session`; None: one after the other
+    on `session`. `caller`: who asks, as the metrics count it."""
 
     def __init__(
         self,
@@ -118,10 +105,10 @@ class Recollector:
         kinds: Sequence[Kind] = KINDS,
         as_of: datetime | None = None,
         below_seq: int | None = None,
-    ) -> list[Recollection]:
-        """The top `searched` archival passages (the current ones, or those valid `as_of`) and messages (said by
-        `as_of`; below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
-        found, _ = await self._read(agent_id, query, embedding, searched, kinds, as_of, below_seq, core_blocks=None)
+    ) -> list[Candidate]:
+        """The top `searched` hits of each kind asked for (the current passages, or those valid `as_of`; messages said
+        by `as_of`, below `below_seq`, the context's start, as handed-in ones), with what the gate judges them on."""
+        found, _ = await self._read(agent_id, query, embedding, searched, kinds, Scope(as_of, below_seq), core_blocks=None)
         return found
 
     async def _read(
@@ -131,97 +118,59 @@ class Recollector:
         embedding: list[float],
         searched: int,
         kinds: Sequence[Kind],
-        as_of: datetime | None,
-        below_seq: int | None,
+        scope: Scope,
         *,
         core_blocks: CoreBlocks | None,
-        tags: list[str] | None = None,
-    ) -> tuple[list[Recollection], str | None]:
+    ) -> tuple[list[Candidate], str | None]:
         """The hits (`hits`) and the core-memory section of `core_blocks` (None: none)."""
         query_tokens = frozenset(lexical.query_terms(query))
         base = await baseline(self.embedder, embedding)
 
-        def recollection(kind: Kind, row: ArchivalPassage | Message, content: str, hit: Hit) -> Recollection:
-            margin, covered = base.margin(hit.similarity), coverage(query_tokens, row.search_text or "")
-            speaker = row.role if isinstance(row, Message) else None
-            written = float(row.seq or 0) if isinstance(row, Message) else row.created_at.timestamp()
-            return Recollection(
-                kind,
+        def candidate(kind: SearchableKind[Any], row: Any, hit: Hit) -> Candidate:
+            return Candidate(
+                kind.name,
                 row.id,
-                content,
+                kind.text(row),
                 row.occurred_at,
                 hit.similarity,
-                margin,
-                covered,
+                base.margin(hit.similarity),
+                coverage(query_tokens, row.search_text or ""),
                 hit.score,
-                speaker,
-                written,
+                kind.speaker(row),
+                kind.written(row),
                 hit.answers,
                 terms=query_tokens,
-                sources=tuple(row.sources) if isinstance(row, ArchivalPassage) else (),
+                sources=kind.sources(row),
             )
 
-        # one query, its terms, dates and speakers read once for both; "yesterday" is the day before `as_of`
-        search = SearchQuery(query, k=searched, now=as_of)
+        # one query, its terms, dates and speakers read once for every kind; "yesterday" is the day before `as_of`
+        search = SearchQuery(query, k=searched, now=scope.as_of)
+        first, *rest = SEARCHABLE  # the first on `session`; the rest, with core memory, on `elsewhere` meanwhile
 
-        async def archival(session: AsyncSession) -> list[Recollection]:
-            if "archival" not in kinds:
-                return []
-            validity = Validity(as_of=as_of) if as_of else CURRENT
-            found = await ArchivalMemory(session, self.embedder).search(
-                agent_id, search, tags=tags, vector=embedding, validity=validity
-            )
-            return [recollection("archival", passage, passage.content, hit) for passage, hit in found]
+        async def found(session: AsyncSession, among: Sequence[SearchableKind[Any]]) -> list[Candidate]:
+            asked = [kind for kind in among if kind.name in kinds]
+            return [
+                candidate(kind, row, hit)
+                for kind in asked
+                for row, hit in await kind.search(session, self.embedder, agent_id, search, embedding, scope)
+            ]
 
-        async def recall_and_core(session: AsyncSession) -> tuple[list[Recollection], str | None]:
-            found = []
-            if "recall" in kinds:
-                messages = await RecallMemory(session, self.embedder).search(
-                    agent_id, search, below_seq=below_seq, vector=embedding, as_of=as_of
-                )
-                found = [recollection("recall", m, m.recall_text(), h) for m, h in messages]
-            return found, await core(session, agent_id, as_of, core_blocks) if core_blocks else None
+        async def rest_and_core(session: AsyncSession) -> tuple[list[Candidate], str | None]:
+            return await found(session, rest), await core(session, agent_id, scope.as_of, core_blocks) if core_blocks else None
 
-        if self.elsewhere is None or not ("recall" in kinds or core_blocks):  # a second connection for nothing
-            passages = await archival(self.session)
-            messages, section = await recall_and_core(self.session)
+        if self.elsewhere is None or not (any(kind.name in kinds for kind in rest) or core_blocks):  # nothing to overlap
+            here = await found(self.session, [first])
+            there, section = await rest_and_core(self.session)
         else:
             async with reading(self.elsewhere) as other:
-                passages, (messages, section) = await asyncio.gather(archival(self.session), recall_and_core(other))
-        return judged(passages + messages, search, base.personal), section
-
-    async def recall(
-        self,
-        agent_id: uuid.UUID,
-        query: str,
-        *,
-        budget: int,
-        kinds: Sequence[Kind] = KINDS,
-        tags: list[str] | None = None,
-        as_of: datetime | None = None,
-        repeats: Iterable[str] = (),
-        core_blocks: CoreBlocks | None = CoreBlocks(),
-    ) -> Recalled:
-        """`recollect` for a query not embedded yet (the recollection API, MCP's recall_context)."""
-        embedding = await self.embedder.embed_query(query)
-        await ready(self.embedder)
-        return await self.recollect(
-            agent_id,
-            query,
-            embedding,
-            budget=budget,
-            kinds=kinds,
-            tags=tags,
-            as_of=as_of,
-            repeats=repeats,
-            core_blocks=core_blocks,
-        )
+                here, (there, section) = await asyncio.gather(found(self.session, [first]), rest_and_core(other))
+        return judged(here + there, search, base.personal), section
 
     async def recollect(
         self,
         agent_id: uuid.UUID,
         query: str,
-        embedding: list[float],
+        embedding: list[float] | None = None,
         *,
         budget: int = BUDGET_CHARS,
         kinds: Sequence[Kind] = KINDS,
@@ -230,22 +179,25 @@ class Recollector:
         below_seq: int | None = None,
         repeats: Iterable[str] = (),
         core_blocks: CoreBlocks | None = None,
-    ) -> Recalled:
+    ) -> Recollection:
         """The memories for `query` within `budget` characters (`select` over `hits`), and the core blocks of
-        `core_blocks` as they stood `as_of` (None: no core memory). `repeats`: texts the caller has in front of it
-        already; `tags`: only passages carrying all of them."""
-        found, section = await self._read(
-            agent_id, query, embedding, searched_for(budget), kinds, as_of, below_seq, core_blocks=core_blocks, tags=tags
-        )
+        `core_blocks` as they stood `as_of` (None: no core memory). `embedding`: the query's, when the caller has it
+        (the chat path embeds the message before its turn reads); None: embedded here, with what `ready` asks.
+        `repeats`: texts the caller has in front of it already; `tags`: only passages carrying all of them."""
+        if embedding is None:
+            embedding = await self.embedder.embed_query(query)
+            await ready(self.embedder)
+        scope = Scope(as_of, below_seq, tags)
+        found, section = await self._read(agent_id, query, embedding, searched_for(budget), kinds, scope, core_blocks=core_blocks)
         chosen = arrange(select(found, budget=budget, repeats=repeats))
         outcome = "memories" if chosen else "gated" if found else "acknowledged" if acknowledges(query) else "empty"
         RECOLLECTIONS.labels(self.caller, outcome).inc()
         if chosen:
             RECOLLECTED_MEMORIES.labels(self.caller).observe(len(chosen))
-        return Recalled(chosen, render(chosen), section)
+        return Recollection(chosen, render(chosen), section)
 
 
-def judged(hits: list[Recollection], search: SearchQuery, personal: float) -> list[Recollection]:
+def judged(hits: list[Candidate], search: SearchQuery, personal: float) -> list[Candidate]:
     """`hits` with what their query asks of them: the margin for as many memories as were compared (`min_margin`).
     For a question about the asker's own past that names a time ("What did I do last week?", 先週末は何をした？), when
     memory holds something said then: only that, the best of it (within WINDOW_RATIO of its best score: "Which

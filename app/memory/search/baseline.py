@@ -4,10 +4,11 @@
   everything; multilingual-e5 puts unrelated texts at 0.75-0.85, and that baseline moves from query to query.
   Subtracting the query's similarity to the centroid of the generic passages (cohort normalisation, as in T-norm
   score normalisation) turns a cosine into a margin over that baseline, which separates relevant from unrelated
-  memories far better than the raw cosine (bench/ARCHIVE.md).
+  memories far better than the raw cosine.
 - Personal: how much more the query is like questions about the asker's own life ("When is my appointment?") than
   like questions of general knowledge ("Who invented the telephone?"), its mean cosine to each cohort (as queries).
-  Memory answers the first kind; recollection asks less of a personal question's margin (app/memory/recollection.py).
+  Memory answers the first kind; recollection asks less of a personal question's margin
+  (app/memory/recollection/gate.py).
 - Scale: what the model's cosine differences are multiplied by to read on multilingual-e5-small's scale, on which
   every threshold on them was chosen: e5's room between unrelated texts' cosine and an identical text's over the
   model's own.
@@ -107,7 +108,7 @@ GENERAL_QUESTIONS = (
 # would let nearly everything through (wordllama on LoCoMo: 84 of 90 off-topic messages against e5's 16) or nothing.
 # A model's margins are read on e5's scale: multiplied by REFERENCE_ROOM over the model's own room. Of the cohort
 # statistics tried (the room, the spread of the unrelated cosines, per query and overall), the room alone kept e5's
-# evidence at the same threshold (0.926, bench/ARCHIVE.md).
+# evidence at the same threshold.
 REFERENCE_ROOM = 0.272663  # e5's (1 - 0.727337), so that e5's margins are read as they are
 # A model with less room than this scores every text alike (a degenerate or test model): its scale cannot be read,
 # and its margins are taken as they are.

@@ -7,19 +7,24 @@ instructions) and no word of tools the model does not have (the memories' headin
 caller asks for more explicitly: `core_blocks` names the blocks, `can_search` gives the chat path's heading."""
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, model_validator
 
-from app.memory.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
-from app.memory.recollection import CoreBlocks, Recalled, Recollector
-from app.memory.recollection_gate import KINDS, MAX_BUDGET_CHARS, Kind, Recollection, query_of
+from app.memory.kinds import KINDS, Kind
+from app.memory.recollection.candidate import Candidate
+from app.memory.recollection.prompt_text import MEMORIES_HEADING, RECOLLECTION_HEADING
+from app.memory.recollection.recollector import CoreBlocks, Recollection, Recollector
+from app.memory.recollection.selection import MAX_BUDGET_CHARS
 from app.memory.schemas import LABEL_PATTERN, MAX_BLOCKS, MAX_QUERY_CHARS, MAX_TAGS, AskersInstant, Tag
+from app.memory.search import lexical
 from app.request_body import RequestBody
 
 MAX_MESSAGES = 50
 MAX_MESSAGE_CHARS = 32_000
+SHORT_QUERY_TERMS = 4  # a message with fewer terms is searched with the one before it
 # Core blocks `text` leaves out unless `core_blocks` names them: the agent's persona speaks for Engram's own chat.
 LEFT_OUT_BY_DEFAULT = ("persona",)
 Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
@@ -125,7 +130,7 @@ class RecollectedMemory(BaseModel):
     )
 
     @classmethod
-    def of(cls, r: Recollection) -> "RecollectedMemory":
+    def of(cls, r: Candidate) -> "RecollectedMemory":
         return cls(
             kind=r.kind,
             id=r.id,
@@ -148,11 +153,11 @@ class RecollectionRead(BaseModel):
     query: str = Field(description="what was searched (built from `messages` when given)")
 
     @classmethod
-    def of(cls, recalled: Recalled, request: RecollectionRequest) -> "RecollectionRead":
+    def of(cls, recollection: Recollection, request: RecollectionRequest) -> "RecollectionRead":
         return cls(
-            text=recalled.text(MEMORIES_HEADING if request.can_search else RECOLLECTION_HEADING),
-            memories=[RecollectedMemory.of(r) for r in recalled.memories],
-            chars=recalled.chars,
+            text=recollection.text(MEMORIES_HEADING if request.can_search else RECOLLECTION_HEADING),
+            memories=[RecollectedMemory.of(r) for r in recollection.memories],
+            chars=recollection.chars,
             query=request.search_text,
         )
 
@@ -168,7 +173,7 @@ async def recollected(
         blocks = CoreBlocks(leave_out=LEFT_OUT_BY_DEFAULT)
     else:
         blocks = CoreBlocks(only=request.core_blocks)
-    recalled = await recollector.recall(
+    recollection = await recollector.recollect(
         agent_id,
         request.search_text,
         budget=request.max_chars or budget,
@@ -178,4 +183,18 @@ async def recollected(
         repeats=request.said,
         core_blocks=blocks,
     )
-    return RecollectionRead.of(recalled, request)
+    return RecollectionRead.of(recollection, request)
+
+
+def query_of(messages: Sequence[tuple[str, str]]) -> str:
+    """The query for a recent conversation ([(role, content)], oldest first): its last user message (or its last
+    message, if no user spoke), with the message before it when that one is short ("And when was that?" means
+    nothing alone). Blank messages are passed over; "" if all are blank."""
+    said = [(role, content.strip()) for role, content in messages if content.strip()]
+    if not said:
+        return ""
+    last = max((i for i, (role, _) in enumerate(said) if role == "user"), default=len(said) - 1)
+    query = said[last][1]
+    if last > 0 and len(lexical.query_terms(query)) < SHORT_QUERY_TERMS:
+        query = f"{said[last - 1][1]}\n{query}"
+    return query

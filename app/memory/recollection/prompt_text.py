@@ -49,7 +49,7 @@ def core_section(blocks: Sequence[MemoryBlock], values: Sequence[str] | None = N
 
 
 def memories_section(body: str, heading: str = MEMORIES_HEADING) -> str:
-    """The recollected memories' section around `body` (recollection_gate.render), under the chat path's heading or
+    """The recollected memories' section around `body` (rendering.render), under the chat path's heading or
     another (RECOLLECTION_HEADING)."""
     return f"{heading}\n{MEMORIES_OPEN}\n{body}\n{MEMORIES_CLOSE}"
 
