@@ -245,10 +245,19 @@ class TurnRunner:
     async def _record_silent_step(self, state: _ChatState, step: int, monologue: str) -> None:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
+        said = Message(
+            agent_id=state.agent_id,
+            turn_id=state.turn_id,
+            role="assistant",
+            content=monologue,
+            search_text=lexical.search_text(monologue),
+        )
         async with state.committing(self.sessions) as session:
             messages = RecallMemory(session)
-            await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
+            await messages.add(said)
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
+        if monologue:  # searched by its vector too, as any assistant message with text
+            state.unembedded.append((said.id, monologue))
 
     async def _run_calls(
         self, state: _ChatState, step: int, monologue: str, calls: list[ToolCall], context_start_seq: int
