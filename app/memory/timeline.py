@@ -61,7 +61,7 @@ async def supersede(
     # is written), and takes it back as it is closed.
     key, old.key = old.key, None
     if key is not None:
-        await archival.passages.add_all([old])
+        await archival.passages.save(old)
     [stored] = await archival.add(
         agent_id,
         [NewPassage(content, old.tags if tags is None else tags, occurred_at, sources, key)],
@@ -69,7 +69,7 @@ async def supersede(
         vectors=vectors,
     )
     old.key, old.valid_until, old.superseded_by = key, stored.passage.occurred_at, stored.passage.id
-    await archival.passages.add_all([old])
+    await archival.passages.save(old)
     return stored
 
 

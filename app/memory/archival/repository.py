@@ -11,10 +11,10 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_SOURCES
+from app.memory.search import lexical
 from app.memory.search.hybrid import Hit, hybrid_search
 from app.memory.search.named_speakers import PASSAGE_SPEAKER_SQL
 from app.memory.search.query import SearchQuery
@@ -29,10 +29,18 @@ class PassageRepository:
     def __init__(self, session: AsyncSession):
         self.session = session
 
-    async def add_all(self, passages: list[ArchivalPassage]) -> list[ArchivalPassage]:
+    async def add_all(self, passages: Sequence[ArchivalPassage]) -> None:
+        """New passages, each stored with the text full-text search reads (`search_text`): the tokens of its
+        content. Made here, not by the callers: every passage is searched alike, however it was written."""
+        for passage in passages:
+            passage.search_text = lexical.search_text(passage.content)
         self.session.add_all(passages)
         await self.session.flush()
-        return passages
+
+    async def save(self, passage: ArchivalPassage) -> None:
+        """Writes a stored passage's changes (its validity, its key) now, before a statement that must see them."""
+        self.session.add(passage)
+        await self.session.flush()
 
     async def nearest(
         self,

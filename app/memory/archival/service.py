@@ -92,7 +92,6 @@ class ArchivalMemory:
                 tags=normalise_tags(new.tags),
                 embedding=vector,
                 embedding_model=self.embedder.model,
-                search_text=lexical.search_text(new.content),
                 sources=list(dict.fromkeys(new.sources)),
                 key=new.key,
             )
@@ -117,6 +116,11 @@ class ArchivalMemory:
             stored.append(Stored(original or candidate, duplicate=original is not None))
         await self.passages.add_all(fresh)
         return stored
+
+    async def add_as_given(self, passages: Sequence[ArchivalPassage]) -> None:
+        """Stores passages made whole elsewhere (an agent's import: embedded, dated and linked already) as they are,
+        without the near-duplicate check of `add`."""
+        await self.passages.add_all(passages)
 
     async def check_sources(
         self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID], itemised: bool = False
