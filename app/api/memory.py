@@ -144,7 +144,8 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 )
 async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at, body.sources, body.key)])
+    new = NewPassage(content=body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources, key=body.key)
+    [stored] = await archival.add(agent_id, [new])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -170,7 +171,10 @@ async def add_passages(
         )
     stored = await archival.add(
         agent_id,
-        [NewPassage(item.content, item.tags, item.occurred_at, item.sources, item.key) for item in body.items],
+        [
+            NewPassage(content=item.content, tags=item.tags, occurred_at=item.occurred_at, sources=item.sources, key=item.key)
+            for item in body.items
+        ],
         itemised=True,
     )
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])

@@ -75,7 +75,7 @@ async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBloc
 async def create_passage(agent_id: LettaAgentIdDep, body: LettaPassageCreate, archival: ArchivalMemoryDep) -> list[LettaPassage]:
     """Store a passage (one: Engram does not cut text into chunks). A near-duplicate of a stored passage is not
     stored again: the stored one comes back."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.text, body.tags or [], body.created_at)])
+    [stored] = await archival.add(agent_id, [NewPassage(content=body.text, tags=body.tags or [], occurred_at=body.created_at)])
     return [LettaPassage.of(stored.passage)]
 
 

@@ -13,7 +13,7 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
-from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.imports import ImportWorker, create_job, describe, get_job
 from app.memory.models import ImportJob, Message
 from app.memory.schemas import MAX_SOURCES, PassageCreate
@@ -196,7 +196,8 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
                 message = Message(agent_id=agent.id, role="user", content="I adopted a dog called Max")
                 session.add(message)
                 archival = ArchivalMemory(session, embedder)
-                gone, kept = [s.passage for s in await archival.add(agent.id, [("Max is a puppy", []), ("Nate has a dog", [])])]
+                news = [NewPassage(content="Max is a puppy"), NewPassage(content="Nate has a dog")]
+                gone, kept = [s.passage for s in await archival.add(agent.id, news)]
                 ids = {"message": message.id, "gone": gone.id, "kept": kept.id}
                 items = [
                     PassageCreate(content="Max is a young dog", sources=[message.id, gone.id]),

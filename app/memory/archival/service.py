@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -30,9 +30,10 @@ class Stored:
     duplicate: bool
 
 
-class NewPassage(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class NewPassage:
     content: str
-    tags: list[str]
+    tags: Sequence[str] = ()
     occurred_at: datetime | None = None  # None: now
     sources: Sequence[uuid.UUID] = ()  # what it was distilled from: this agent's messages and passages
     key: str | None = None  # the caller's name for it, unique among the agent's current passages
@@ -61,7 +62,7 @@ class ArchivalMemory:
     async def add(
         self,
         agent_id: uuid.UUID,
-        items: Sequence[NewPassage | tuple[str, list[str]]],
+        news: Sequence[NewPassage],
         *,
         exclude: Sequence[uuid.UUID] = (),
         vectors: list[list[float]] | None = None,
@@ -75,7 +76,6 @@ class ArchivalMemory:
         sources were checked when it was submitted). A passage with sources and no date of its own is dated when the
         latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`).
         `itemised`: the request is a list of items (a batch), which a refusal names, counted from 0."""
-        news = [NewPassage(*item) for item in items]
         await self.claim_keys(agent_id, [new.key for new in news if new.key is not None])
         said = await self.check_sources(agent_id, *(new.sources for new in news), itemised=itemised)
         if vectors is None:
@@ -207,7 +207,7 @@ def in_item(position: int) -> str:
     return f"item {position}: "
 
 
-def normalise_tags(tags: list[str]) -> list[str]:
+def normalise_tags(tags: Sequence[str]) -> list[str]:
     cleaned = [t.strip().lower() for t in tags if t and t.strip()]
     if any(len(t) > 64 for t in cleaned):
         raise Unprocessable("tags are at most 64 characters each")
