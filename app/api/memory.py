@@ -10,6 +10,7 @@ from app.chat.forgetting import forget_message
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
 from app.memory.archival.service import NewPassage
 from app.memory.archival.validity import Validity
+from app.memory.erasure import erase_passage
 from app.memory.schemas import (
     LABEL_PATTERN,
     MAX_BATCH_ITEMS,
@@ -246,7 +247,7 @@ async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archi
     """Delete one passage, and the passages drawn from it alone (`sources`), down the chain; a passage drawn also
     from something else stays, without it among its sources. The passages a deleted one superseded become current
     again; superseding takes nothing along. Answers what went with it."""
-    erasure = await archival.delete(agent.id, passage_id)
+    erasure = await erase_passage(archival, agent.id, passage_id)
     return PassageErasureRead(id=passage_id, erased_passages=erasure.passages, sources_trimmed=erasure.trimmed)
 
 

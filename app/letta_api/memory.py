@@ -20,6 +20,7 @@ from app.letta_api.schemas import (
     LettaSearchResult,
 )
 from app.memory.archival.service import NewPassage
+from app.memory.erasure import erase_passage
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
 from app.memory.search.query import SearchQuery
@@ -140,5 +141,5 @@ async def delete_passage(
     agent: LettaAgentDep, memory_id: Annotated[str, Path(description="passage-<uuid>")], archival: ArchivalMemoryDep
 ) -> LettaDeleted:
     """Delete a passage, and the passages drawn from it alone (Engram's erasure by provenance)."""
-    await archival.delete(agent.id, engram_id("passage", memory_id))
+    await erase_passage(archival, agent.id, engram_id("passage", memory_id))
     return LettaDeleted(message=f"LettaMemory id={memory_id} successfully deleted")

@@ -70,4 +70,4 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
 async def erase(archival: ArchivalMemory, agent_id: uuid.UUID, key: str) -> tuple[uuid.UUID, Erasure]:
     """Erase the key's passage, its earlier versions and what was drawn from them alone (app/memory/erasure.py)."""
     await archival.passages.lock_keys(agent_id, [key])
-    return await erase_key(archival.passages.session, agent_id, key)
+    return await erase_key(archival, agent_id, key)

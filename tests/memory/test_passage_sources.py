@@ -14,6 +14,7 @@ from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
 from app.memory.archival.service import ArchivalMemory, NewPassage
+from app.memory.erasure import erase_passage
 from app.memory.imports import ImportWorker, create_job, describe, get_job
 from app.memory.models import ImportJob, Message
 from app.memory.schemas import MAX_SOURCES, PassageCreate
@@ -206,7 +207,7 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
                 ]
                 job = await create_job(session, agent.id, items)
             async with db.transaction(sessions) as session:
-                await ArchivalMemory(session, embedder).delete(agent.id, gone.id)
+                await erase_passage(ArchivalMemory(session, embedder), agent.id, gone.id)
             assert await ImportWorker(engine, sessions, embedder).run_next()
             async with db.reading(sessions) as session:
                 done = await get_job(session, agent.id, job.id)

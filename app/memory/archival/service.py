@@ -14,7 +14,6 @@ from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.embeddings import Embedder
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
-from app.memory.erasure import Erasure, erase_passage
 from app.memory.models import ArchivalPassage
 from app.memory.search import lexical
 from app.memory.search.hybrid import Hit
@@ -195,11 +194,6 @@ class ArchivalMemory:
         if passage is None:
             raise NotFound(f"no archival passage {passage_id}")
         return passage
-
-    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> Erasure:
-        """Delete a passage, and the passages drawn from it alone (app/memory/erasure.py); the passages they
-        superseded are current again."""
-        return await erase_passage(self.passages.session, agent_id, passage_id)
 
 
 def in_item(position: int) -> str:
