@@ -83,7 +83,10 @@ async def store_facts(sessions: async_sessionmaker[AsyncSession], embedder: Embe
     """The corpus' facts (--set locomo-facts), citing the passages of the turns they name."""
     passage_of = {turn: stored.passage_ids[i] for i, turns in enumerate(stored.turns) for turn in turns}
     async with db.transaction(sessions) as session:
-        facts = [NewPassage(f.text, [], f.date, [passage_of[t] for t in sorted(f.sources)]) for f in stored.corpus.facts]
+        facts = [
+            NewPassage(content=f.text, occurred_at=f.date, sources=[passage_of[t] for t in sorted(f.sources)])
+            for f in stored.corpus.facts
+        ]
         for start in range(0, len(facts), 128):
             await ArchivalMemory(session, embedder).add(stored.agent_id, facts[start : start + 128])
 

@@ -19,7 +19,7 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder, build_embedder
-from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.search.query import Mode, SearchQuery
 from app.settings import Settings
 from bench.retrieval import start_database
@@ -39,7 +39,7 @@ async def ranks(url: str, embedder: Embedder, data: dict[str, Any]) -> dict[str,
             session.add(agent)
             await session.flush()
             keys = list(data["facts"])
-            stored = await ArchivalMemory(session, embedder).add(agent.id, [(data["facts"][k], []) for k in keys])
+            stored = await ArchivalMemory(session, embedder).add(agent.id, [NewPassage(content=data["facts"][k]) for k in keys])
             fact_of = {s.passage.id: key for s, key in zip(stored, keys, strict=True)}
         for mode in MODES:
             for q in data["questions"]:

@@ -107,7 +107,9 @@ async def ingest(
         for start in range(0, len(corpus.passages), batch):
             dates = corpus.dates[start : start + batch] if dated and corpus.dates else [None] * batch
             chunk = corpus.passages[start : start + batch]
-            stored = await memory.add(agent.id, [NewPassage(p, [], d) for p, d in zip(chunk, dates, strict=False)])
+            stored = await memory.add(
+                agent.id, [NewPassage(content=p, occurred_at=d) for p, d in zip(chunk, dates, strict=False)]
+            )
             for offset, s in enumerate(stored):
                 if s.passage.id not in position:
                     position[s.passage.id] = len(ids)

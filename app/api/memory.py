@@ -8,6 +8,7 @@ from app.api.deps import AgentDep, AgentIdDep, ArchivalMemoryDep, CoreMemoryDep,
 from app.api.errors import ERROR_RESPONSES, ErrorBody
 from app.chat.forgetting import forget_message
 from app.errors import NotFound, PayloadTooLarge, PreconditionFailed, Unprocessable
+from app.memory.archival.erasure import erase_passage
 from app.memory.archival.service import NewPassage
 from app.memory.archival.timeline import supersede
 from app.memory.archival.validity import Validity
@@ -144,7 +145,8 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 )
 async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.content, body.tags, body.occurred_at, body.sources, body.key)])
+    new = NewPassage(content=body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources, key=body.key)
+    [stored] = await archival.add(agent_id, [new])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -170,7 +172,10 @@ async def add_passages(
         )
     stored = await archival.add(
         agent_id,
-        [NewPassage(item.content, item.tags, item.occurred_at, item.sources, item.key) for item in body.items],
+        [
+            NewPassage(content=item.content, tags=item.tags, occurred_at=item.occurred_at, sources=item.sources, key=item.key)
+            for item in body.items
+        ],
         itemised=True,
     )
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
@@ -242,7 +247,7 @@ async def delete_passage(agent: AgentDep, passage_id: uuid.UUID, archival: Archi
     """Delete one passage, and the passages drawn from it alone (`sources`), down the chain; a passage drawn also
     from something else stays, without it among its sources. The passages a deleted one superseded become current
     again; superseding takes nothing along. Answers what went with it."""
-    erasure = await archival.delete(agent.id, passage_id)
+    erasure = await erase_passage(archival, agent.id, passage_id)
     return PassageErasureRead(id=passage_id, erased_passages=erasure.passages, sources_trimmed=erasure.trimmed)
 
 

@@ -76,7 +76,8 @@ class CitedSuccessor(ArchivalMemorySupersede):
 
 async def archival_memory_create_cited(ctx: ToolContext, args: CitedFact) -> str:
     ids, unknown = resolved(ctx.references or {}, args.sources)
-    return await store_fact(ctx, NewPassage(args.content, args.tags, args.occurred_at, ids), ignored(unknown))
+    new = NewPassage(content=args.content, tags=args.tags, occurred_at=args.occurred_at, sources=ids)
+    return await store_fact(ctx, new, ignored(unknown))
 
 
 async def archival_memory_supersede_cited(ctx: ToolContext, args: CitedSuccessor) -> str:

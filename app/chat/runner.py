@@ -39,7 +39,6 @@ from app.memory.recall.service import RecallMemory
 from app.memory.recall.vectors import MessageVectors
 from app.memory.recollection.recollector import Recollector
 from app.memory.recollection.recollector import ready as recollection_ready
-from app.memory.search import lexical
 from app.metrics import TURN_STEPS, TURNS, turn_phase
 
 log = logging.getLogger("engram.turn")
@@ -168,9 +167,7 @@ class TurnRunner:
                 turn = await TurnRepository(session).add(
                     Turn(id=state.turn_id, agent_id=agent_id, message=text, idempotency_key=key)
                 )
-                user = await RecallMemory(session).add(
-                    Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text, search_text=lexical.search_text(text))
-                )
+                user = await RecallMemory(session).add(Message(agent_id=agent_id, turn_id=turn.id, role="user", content=text))
                 state.user_seq = user.seq or 0
                 state.emit(TurnStarted, message=text, demo_model=self.llm.demo_model if self.llm else None)
         except IntegrityError as exc:
@@ -245,10 +242,13 @@ class TurnRunner:
     async def _record_silent_step(self, state: _ChatState, step: int, monologue: str) -> None:
         if monologue:
             state.emit(Reasoning, step=step, text=monologue)
+        said = Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue)
         async with state.committing(self.sessions) as session:
             messages = RecallMemory(session)
-            await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="assistant", content=monologue))
+            await messages.add(said)
             await messages.add(Message(agent_id=state.agent_id, turn_id=state.turn_id, role="system", content=NO_TOOL_NUDGE))
+        if monologue:  # searched by its vector too, as any assistant message with text
+            state.unembedded.append((said.id, monologue))
 
     async def _run_calls(
         self, state: _ChatState, step: int, monologue: str, calls: list[ToolCall], context_start_seq: int
@@ -264,7 +264,6 @@ class TurnRunner:
             tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
         )
         recall_text = assistant.recall_text()
-        assistant.search_text = lexical.search_text(recall_text)
         sent = False
         embedder = await embedded_first(self.embedder, tools.CHAT_TOOLS, calls)
         async with state.committing(self.sessions) as session:

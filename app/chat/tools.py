@@ -139,7 +139,7 @@ async def _write_block(ctx: ToolContext, label: str, edit: Callable[[str], str])
 
 
 async def archival_memory_create(ctx: ToolContext, args: ArchivalMemoryCreate) -> str:
-    return await store_fact(ctx, NewPassage(args.content, args.tags, args.occurred_at))
+    return await store_fact(ctx, NewPassage(content=args.content, tags=args.tags, occurred_at=args.occurred_at))
 
 
 async def store_fact(ctx: ToolContext, new: NewPassage, note: str = "") -> str:

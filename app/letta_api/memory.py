@@ -19,6 +19,7 @@ from app.letta_api.schemas import (
     LettaPassageSearchResponse,
     LettaSearchResult,
 )
+from app.memory.archival.erasure import erase_passage
 from app.memory.archival.service import NewPassage
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_QUERY_CHARS, MAX_TAGS, Instant
@@ -64,7 +65,7 @@ async def modify_block(agent: LettaAgentDep, block_label: Label, body: LettaBloc
 async def create_passage(agent_id: LettaAgentIdDep, body: LettaPassageCreate, archival: ArchivalMemoryDep) -> list[LettaPassage]:
     """Store a passage (one: Engram does not cut text into chunks). A near-duplicate of a stored passage is not
     stored again: the stored one comes back."""
-    [stored] = await archival.add(agent_id, [NewPassage(body.text, body.tags or [], body.created_at)])
+    [stored] = await archival.add(agent_id, [NewPassage(content=body.text, tags=body.tags or [], occurred_at=body.created_at)])
     return [LettaPassage.of(stored.passage)]
 
 
@@ -123,5 +124,5 @@ async def delete_passage(
     agent: LettaAgentDep, memory_id: Annotated[str, Path(description="passage-<uuid>")], archival: ArchivalMemoryDep
 ) -> LettaDeleted:
     """Delete a passage, and the passages drawn from it alone (Engram's erasure by provenance)."""
-    await archival.delete(agent.id, engram_id("passage", memory_id))
+    await erase_passage(archival, agent.id, engram_id("passage", memory_id))
     return LettaDeleted(message=f"LettaMemory id={memory_id} successfully deleted")

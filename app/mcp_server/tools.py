@@ -162,7 +162,9 @@ class EngramTools:
             vectors = await caller.runtime.embedder.embed_passages([content])
         async with _agent_scope(caller, agent_id) as (session, agent):
             archival = ArchivalMemory(session, caller.runtime.embedder)
-            [stored] = await archival.add(agent.id, [NewPassage(content, tags or [], None, sources or [])], vectors=vectors)
+            [stored] = await archival.add(
+                agent.id, [NewPassage(content=content, tags=tags or [], sources=sources or [])], vectors=vectors
+            )
             return PassageRead.of(stored.passage, duplicate=stored.duplicate)
 
     async def search_archival_memory(

@@ -60,6 +60,6 @@ class PortabilityRepository:
         return agent
 
     async def add_all(self, rows: Sequence[object]) -> None:
-        """One flush for many rows; messages get their `seq` in the order given."""
+        """One flush for many rows (an import's; its passages and messages are archival and recall memory's to store)."""
         self.session.add_all(rows)
         await self.session.flush()

@@ -17,7 +17,9 @@ from app.chat.events import event_adapter
 from app.chat.models import Turn, TurnEvent
 from app.errors import Conflict, Unprocessable, format_validation
 from app.llm.embeddings import Embedder
+from app.memory.archival.service import ArchivalMemory
 from app.memory.models import ArchivalPassage, MemoryBlock, MemoryBlockRevision, Message
+from app.memory.recall.service import RecallMemory
 from app.memory.search import lexical
 from app.models_base import utcnow
 from app.portability import letta
@@ -180,7 +182,6 @@ async def import_document(
             agent_id=agent.id,
             embedding=vector,
             embedding_model=embedder.model,
-            search_text=lexical.search_text(p.content),
             occurred_at=p.occurred_at or p.created_at,
             superseded_by=None,  # set below, once the successor has its new id
             key=None if p.superseded_by else p.key,  # a superseded one's too: current until then, it would hold the key
@@ -197,7 +198,9 @@ async def import_document(
     new_ids |= {m.id: row.id for m, row in zip(document.messages, messages, strict=True)}
     for p, row in zip(document.passages, passages, strict=True):
         row.sources = [new_ids[source] for source in p.sources]
-    await rows.add_all([*revisions, *events, *passages, *messages])
+    await rows.add_all([*revisions, *events])
+    await ArchivalMemory(session, embedder).add_as_given(passages)
+    await RecallMemory(session).add_all(messages)
     # Successors by their new ids, once every passage is stored (a passage may come before the one replacing it).
     superseded = [(row, p.superseded_by, p.key) for p, row in zip(document.passages, passages, strict=True) if p.superseded_by]
     for row, successor, key in superseded:
@@ -244,7 +247,7 @@ def _flushed_seq(message: Message) -> int:
 def _message(
     agent_id: uuid.UUID, m: MessageDoc, turn_ids: dict[uuid.UUID, uuid.UUID], vector: list[float] | None, model: str
 ) -> Message:
-    message = m.row(
+    return m.row(
         Message,
         agent_id=agent_id,
         turn_id=turn_ids.get(m.turn_id) if m.turn_id else None,
@@ -253,9 +256,6 @@ def _message(
         embedding=vector,
         embedding_model=model if vector is not None else None,
     )
-    if m.role in ("user", "assistant"):  # what recall search reads, as the turn runner stores it
-        message.search_text = lexical.search_text(message.recall_text())
-    return message
 
 
 def _calls(m: MessageDoc) -> list[dict[str, Any]] | None:

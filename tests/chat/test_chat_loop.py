@@ -14,6 +14,7 @@ from app.chat.schemas import ChatResponse
 from app.errors import NotFound
 from app.llm.embeddings import Embedder, EmbeddingRefused
 from app.main import create_app
+from app.memory.search import lexical
 from app.runtime import runtime
 from app.settings import Settings
 from testkit.embedders import Wrapping
@@ -127,6 +128,21 @@ def test_prose_without_tools_is_nudged_then_invalid_output(client: TestClient, a
     turn = chat(client, agent, "hi again")
     assert turn["stop_reason"] == "invalid_output" and turn["reply"] == ""
     assert any(e["type"] == "error" and e["code"] == "invalid_output" for e in turn["events"])
+
+
+def test_prose_without_tools_is_recall_memory_as_any_assistant_text_is(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str, embedder: Embedder
+) -> None:
+    # Stored as every assistant message with text is: searchable by its words and by its vector (an export and
+    # import of the agent tokenises and embeds it so too).
+    prose = "Okonomiyaki in Osaka is worth the queue."
+    llm.reset(text(prose), tools(call("send_message", text="Hello!")))
+    chat(client, agent, "hi")
+    hits = client.get(f"/v1/agents/{agent['id']}/messages", params={"query": "okonomiyaki", "include_context": True}).json()
+    assert prose in [h["content"] for h in hits["items"]]
+    wait_for_message_vectors(database_url, agent, timeout=20)
+    stored = "SELECT search_text, embedding_model FROM messages WHERE agent_id = :a AND content = :c"
+    assert run_sql(database_url, stored, {"a": agent["id"], "c": prose}) == [(lexical.search_text(prose), embedder.model)]
 
 
 def test_over_limit_edit_is_refused_with_guidance_and_agent_recovers(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

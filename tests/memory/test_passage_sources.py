@@ -13,8 +13,9 @@ from app import db
 from app.agents.models import Agent
 from app.auth.models import DEFAULT_TENANT_ID
 from app.llm.embeddings import Embedder
+from app.memory.archival.erasure import erase_passage
 from app.memory.archival.imports import ImportWorker, create_job, describe, get_job
-from app.memory.archival.service import ArchivalMemory
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.models import ImportJob, Message
 from app.memory.schemas import MAX_SOURCES, PassageCreate
 from testkit.bulk import JSON_LINES, json_lines
@@ -196,7 +197,8 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
                 message = Message(agent_id=agent.id, role="user", content="I adopted a dog called Max")
                 session.add(message)
                 archival = ArchivalMemory(session, embedder)
-                gone, kept = [s.passage for s in await archival.add(agent.id, [("Max is a puppy", []), ("Nate has a dog", [])])]
+                news = [NewPassage(content="Max is a puppy"), NewPassage(content="Nate has a dog")]
+                gone, kept = [s.passage for s in await archival.add(agent.id, news)]
                 ids = {"message": message.id, "gone": gone.id, "kept": kept.id}
                 items = [
                     PassageCreate(content="Max is a young dog", sources=[message.id, gone.id]),
@@ -205,7 +207,7 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
                 ]
                 job = await create_job(session, agent.id, items)
             async with db.transaction(sessions) as session:
-                await ArchivalMemory(session, embedder).delete(agent.id, gone.id)
+                await erase_passage(ArchivalMemory(session, embedder), agent.id, gone.id)
             assert await ImportWorker(engine, sessions, embedder).run_next()
             async with db.reading(sessions) as session:
                 done = await get_job(session, agent.id, job.id)

@@ -6,7 +6,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from testkit.scripted_llm import ScriptedLLM
+from testkit.scripted_llm import ScriptedLLM, call, text, tools
+from tests.support.chat import chat
+from tests.support.database import run_sql
 from tests.support.portability import comparable, counts, populate, recall_text, settled_export, unique_name
 from tests.support.service import tenant_with_key
 
@@ -70,6 +72,25 @@ def test_context_and_summary_survive(client: TestClient, agent: dict, llm: Scrip
     document["agent"]["context_start"] = len(document["messages"])  # everything has left the context
     result = client.post("/v1/agents/import", json=document, params={"name": unique_name()}).json()
     assert client.get(f"/v1/agents/{result['agent']['id']}/context").json()["messages"] == []
+
+
+def test_an_imported_agent_is_searched_by_the_same_words_as_the_original(
+    client: TestClient, agent: dict, llm: ScriptedLLM, database_url: str
+) -> None:
+    # The text full-text search reads is made where every row is stored, however it was written: the turn's
+    # messages (prose without a tool among them), the API's passage and the import's copies of them all.
+    populate(client, agent, llm)
+    llm.reset(text("Matcha is at its best in Uji."), tools(call("send_message", text="Noted.")))
+    chat(client, agent, "Where is matcha best?")
+    imported = client.post("/v1/agents/import", json=settled_export(client, agent["id"]), params={"name": unique_name()})
+    assert imported.status_code == 201, imported.text
+    messages = "SELECT role, content, search_text FROM messages WHERE agent_id = :a ORDER BY seq"
+    passages = "SELECT content, search_text FROM archival_passages WHERE agent_id = :a ORDER BY content"
+    said = run_sql(database_url, messages, {"a": agent["id"]})
+    assert ("assistant", "Matcha is at its best in Uji.", "matcha best uji") in said
+    for rows in (messages, passages):
+        original = run_sql(database_url, rows, {"a": agent["id"]})
+        assert original and run_sql(database_url, rows, {"a": imported.json()["agent"]["id"]}) == original
 
 
 def test_vectors_of_another_model_or_none_are_embedded_again(client: TestClient, agent: dict, llm: ScriptedLLM) -> None:

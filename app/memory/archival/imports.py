@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -134,7 +134,7 @@ async def _still_sourced(
     if not gone:
         return passages, vectors
     kept = [
-        (p._replace(sources=[s for s in p.sources if s not in gone]), vector)
+        (replace(p, sources=[s for s in p.sources if s not in gone]), vector)
         for p, vector in zip(passages, vectors, strict=True)
         if not p.sources or not gone.issuperset(p.sources)
     ]
@@ -240,7 +240,10 @@ class ImportWorker:
     async def _next_slice(self, key: JobKey, size: int) -> list[_Item]:
         async with self.sessions() as session:
             rows = await session.exec(select(ImportItem).where(*_items(key)).order_by(col(ImportItem.position)).limit(size))
-            return [_Item(r.position, NewPassage(r.content, r.tags, r.occurred_at, r.sources)) for r in rows.all()]
+            return [
+                _Item(r.position, NewPassage(content=r.content, tags=r.tags, occurred_at=r.occurred_at, sources=r.sources))
+                for r in rows.all()
+            ]
 
     async def _store(self, key: JobKey, items: list[_Item], vectors: list[list[float]]) -> bool:
         """Store the slice, delete its items and count them, in one transaction; False if the job is no longer

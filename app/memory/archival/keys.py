@@ -4,7 +4,7 @@ supersedes that passage, which keeps the key as the key's earlier version (the h
 and erasing the key erases every version of it."""
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from app.errors import NotFound
@@ -50,7 +50,7 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
     await archival.passages.lock_keys(agent_id, [key])
     current = (await archival.passages.with_keys(agent_id, [key], for_update=True)).get(key)
     if current is None:
-        [stored] = await archival.add(agent_id, [new._replace(key=key)], vectors=vectors)
+        [stored] = await archival.add(agent_id, [replace(new, key=key)], vectors=vectors)
         return Put(stored.passage, "created")
     if unchanged(current, new):
         return Put(current, "unchanged")
@@ -70,4 +70,4 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
 async def erase(archival: ArchivalMemory, agent_id: uuid.UUID, key: str) -> tuple[uuid.UUID, Erasure]:
     """Erase the key's passage, its earlier versions and what was drawn from them alone (app/memory/archival/erasure.py)."""
     await archival.passages.lock_keys(agent_id, [key])
-    return await erase_key(archival.passages.session, agent_id, key)
+    return await erase_key(archival, agent_id, key)

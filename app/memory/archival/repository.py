@@ -11,10 +11,10 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
 from app.memory.schemas import MAX_SOURCES
+from app.memory.search import lexical
 from app.memory.search.hybrid import Hit, hybrid_search
 from app.memory.search.named_speakers import PASSAGE_SPEAKER_SQL
 from app.memory.search.query import SearchQuery
@@ -29,10 +29,18 @@ class PassageRepository:
     def __init__(self, session: AsyncSession):
         self.session = session
 
-    async def add_all(self, passages: list[ArchivalPassage]) -> list[ArchivalPassage]:
+    async def add_all(self, passages: Sequence[ArchivalPassage]) -> None:
+        """New passages, each stored with the text full-text search reads (`search_text`): the tokens of its
+        content. Made here, not by the callers: every passage is searched alike, however it was written."""
+        for passage in passages:
+            passage.search_text = lexical.search_text(passage.content)
         self.session.add_all(passages)
         await self.session.flush()
-        return passages
+
+    async def save(self, passage: ArchivalPassage) -> None:
+        """Writes a stored passage's changes (its validity, its key) now, before a statement that must see them."""
+        self.session.add(passage)
+        await self.session.flush()
 
     async def nearest(
         self,
@@ -219,6 +227,89 @@ class PassageRepository:
         if for_update:
             query = query.with_for_update().execution_options(populate_existing=True)
         return {p.key: p for p in (await self.session.scalars(query)).all() if p.key is not None}
+
+    # Erasure by provenance (app/memory/archival/erasure.py). Every statement names the agent: the table is partitioned by it,
+    # and provenance never crosses agents.
+
+    async def key_versions(self, agent_id: uuid.UUID, key: str) -> list[tuple[uuid.UUID, bool]]:
+        """Every passage that holds or held `key` (its current one and its earlier versions), newest first, each
+        with whether it is current; locked until the transaction ends."""
+        query = text("""
+            SELECT id, superseded_by IS NULL AS current FROM archival_passages WHERE agent_id = :agent_id AND key = :key
+            ORDER BY created_at DESC, id DESC FOR UPDATE
+        """)
+        return [(row.id, row.current) for row in await self.session.execute(query, {"agent_id": agent_id, "key": key})]
+
+    async def erased_with(self, agent_id: uuid.UUID, roots: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+        """`roots` (messages or passages) and every passage erased with them: one whose sources are all erased joins
+        them, and so on down the chain, in one recursive statement over the GIN index on `sources`. Each round looks
+        only at the passages drawn from what the last one added (`fresh`) and keeps the whole set in one row, so
+        that a passage drawn from two erased things is found when its last one goes, whatever the order. A cycle
+        (two passages drawn from each other, possible since a near-duplicate drawn again takes on the new one's
+        sources) ends: no id joins twice."""
+        query = text("""
+            WITH RECURSIVE closure(erased, fresh) AS (
+                SELECT CAST(:roots AS uuid[]), CAST(:roots AS uuid[])
+              UNION ALL
+                SELECT c.erased || d.ids, d.ids FROM closure c
+                CROSS JOIN LATERAL (
+                    SELECT array_agg(p.id) AS ids FROM archival_passages p
+                    WHERE p.agent_id = :agent_id AND p.sources <> '{}' AND p.sources && c.fresh AND p.sources <@ c.erased
+                    AND p.id <> ALL(c.erased)
+                ) d
+                WHERE d.ids IS NOT NULL
+            )
+            SELECT erased FROM closure ORDER BY cardinality(erased) DESC LIMIT 1
+        """)
+        return list((await self.session.execute(query, {"agent_id": agent_id, "roots": list(roots)})).scalar_one())
+
+    async def release_keys(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
+        """The passages `ids` (about to go) hold no key from here on: the key's other versions may be current again."""
+        query = text("""
+            UPDATE archival_passages SET key = NULL
+            WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[])) AND key IS NOT NULL
+        """)
+        await self.session.execute(query, {"agent_id": agent_id, "ids": list(ids)})
+
+    async def restore_superseded(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
+        """The passages that `ids` (about to go) superseded are current again, unless they go too (the foreign key
+        would only clear one half of the pair); each but a keyed one whose key has its heir: the key's current
+        passage, or the latest of its versions restored here, which then supersedes it."""
+        query = text("""
+            WITH orphan AS (
+                SELECT id, key, created_at FROM archival_passages
+                WHERE agent_id = :agent_id AND superseded_by = ANY(CAST(:ids AS uuid[])) AND id <> ALL(CAST(:ids AS uuid[]))
+            ), heir AS (
+                SELECT o.id, COALESCE(
+                    (SELECT q.id FROM archival_passages q
+                     WHERE q.agent_id = :agent_id AND q.key = o.key AND q.superseded_by IS NULL),
+                    (SELECT n.id FROM orphan n WHERE n.key = o.key ORDER BY n.created_at DESC, n.id DESC LIMIT 1)
+                ) AS id_of FROM orphan o
+            )
+            UPDATE archival_passages p
+            SET superseded_by = NULLIF(h.id_of, p.id),
+                valid_until = CASE WHEN h.id_of IS NULL OR h.id_of = p.id THEN NULL ELSE p.valid_until END
+            FROM heir h WHERE p.agent_id = :agent_id AND p.id = h.id
+        """)
+        await self.session.execute(query, {"agent_id": agent_id, "ids": list(ids)})
+
+    async def delete(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of `ids` that were the agent's passages, deleted."""
+        query = text("DELETE FROM archival_passages WHERE agent_id = :agent_id AND id = ANY(CAST(:ids AS uuid[])) RETURNING id")
+        return set((await self.session.execute(query, {"agent_id": agent_id, "ids": list(ids)})).scalars())
+
+    async def drop_sources(self, agent_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, bool]:
+        """`ids` (erased) are no longer among any passage's sources, the others kept in their order; the passages
+        that lost one, each with whether it is left with none."""
+        query = text("""
+            UPDATE archival_passages
+            SET sources = ARRAY(
+                SELECT s FROM unnest(sources) WITH ORDINALITY AS u(s, n) WHERE s <> ALL(CAST(:ids AS uuid[])) ORDER BY n
+            )
+            WHERE agent_id = :agent_id AND sources <> '{}' AND sources && CAST(:ids AS uuid[])
+            RETURNING id, sources = '{}' AS emptied
+        """)
+        return {row.id: row.emptied for row in await self.session.execute(query, {"agent_id": agent_id, "ids": list(ids)})}
 
 
 # pg_advisory_xact_lock(int4, int4) for passage keys: a key space of its own (app/memory/search/agent_indexes.py

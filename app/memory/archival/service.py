@@ -6,13 +6,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.embeddings import Embedder
-from app.memory.archival.erasure import Erasure, erase_passage
 from app.memory.archival.repository import PassageRepository
 from app.memory.archival.validity import CURRENT, Validity
 from app.memory.models import ArchivalPassage
@@ -30,9 +29,10 @@ class Stored:
     duplicate: bool
 
 
-class NewPassage(NamedTuple):
+@dataclass(frozen=True, kw_only=True)
+class NewPassage:
     content: str
-    tags: list[str]
+    tags: Sequence[str] = ()
     occurred_at: datetime | None = None  # None: now
     sources: Sequence[uuid.UUID] = ()  # what it was distilled from: this agent's messages and passages
     key: str | None = None  # the caller's name for it, unique among the agent's current passages
@@ -61,7 +61,7 @@ class ArchivalMemory:
     async def add(
         self,
         agent_id: uuid.UUID,
-        items: Sequence[NewPassage | tuple[str, list[str]]],
+        news: Sequence[NewPassage],
         *,
         exclude: Sequence[uuid.UUID] = (),
         vectors: list[list[float]] | None = None,
@@ -75,7 +75,6 @@ class ArchivalMemory:
         sources were checked when it was submitted). A passage with sources and no date of its own is dated when the
         latest of them was said: a fact holds from when it was said, not from when it was distilled (`as_of`).
         `itemised`: the request is a list of items (a batch), which a refusal names, counted from 0."""
-        news = [NewPassage(*item) for item in items]
         await self.claim_keys(agent_id, [new.key for new in news if new.key is not None])
         said = await self.check_sources(agent_id, *(new.sources for new in news), itemised=itemised)
         if vectors is None:
@@ -92,7 +91,6 @@ class ArchivalMemory:
                 tags=normalise_tags(new.tags),
                 embedding=vector,
                 embedding_model=self.embedder.model,
-                search_text=lexical.search_text(new.content),
                 sources=list(dict.fromkeys(new.sources)),
                 key=new.key,
             )
@@ -117,6 +115,11 @@ class ArchivalMemory:
             stored.append(Stored(original or candidate, duplicate=original is not None))
         await self.passages.add_all(fresh)
         return stored
+
+    async def add_as_given(self, passages: Sequence[ArchivalPassage]) -> None:
+        """Stores passages made whole elsewhere (an agent's import: embedded, dated and linked already) as they are,
+        without the near-duplicate check of `add`."""
+        await self.passages.add_all(passages)
 
     async def check_sources(
         self, agent_id: uuid.UUID, *items: Sequence[uuid.UUID], itemised: bool = False
@@ -192,18 +195,13 @@ class ArchivalMemory:
             raise NotFound(f"no archival passage {passage_id}")
         return passage
 
-    async def delete(self, agent_id: uuid.UUID, passage_id: uuid.UUID) -> Erasure:
-        """Delete a passage, and the passages drawn from it alone (app/memory/archival/erasure.py); the passages they
-        superseded are current again."""
-        return await erase_passage(self.passages.session, agent_id, passage_id)
-
 
 def in_item(position: int) -> str:
     """How a refusal names the item of a list of them (a batch, an import) it is about."""
     return f"item {position}: "
 
 
-def normalise_tags(tags: list[str]) -> list[str]:
+def normalise_tags(tags: Sequence[str]) -> list[str]:
     cleaned = [t.strip().lower() for t in tags if t and t.strip()]
     if any(len(t) > 64 for t in cleaned):
         raise Unprocessable("tags are at most 64 characters each")

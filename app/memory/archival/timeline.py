@@ -30,7 +30,7 @@ async def supersede(
     passage_id: uuid.UUID,
     content: str,
     *,
-    tags: list[str] | None = None,
+    tags: Sequence[str] | None = None,
     occurred_at: datetime | None = None,
     sources: Sequence[uuid.UUID] = (),
     vectors: list[list[float]] | None = None,
@@ -57,15 +57,12 @@ async def supersede(
     # is written), and takes it back as it is closed.
     key, old.key = old.key, None
     if key is not None:
-        await archival.passages.add_all([old])
-    [stored] = await archival.add(
-        agent_id,
-        [NewPassage(content, old.tags if tags is None else tags, occurred_at, sources, key)],
-        exclude=[old.id],
-        vectors=vectors,
-    )
+        await archival.passages.save(old)
+    tags = old.tags if tags is None else tags
+    new = NewPassage(content=content, tags=tags, occurred_at=occurred_at, sources=sources, key=key)
+    [stored] = await archival.add(agent_id, [new], exclude=[old.id], vectors=vectors)
     old.key, old.valid_until, old.superseded_by = key, stored.passage.occurred_at, stored.passage.id
-    await archival.passages.add_all([old])
+    await archival.passages.save(old)
     return stored
 
 

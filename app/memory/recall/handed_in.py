@@ -14,7 +14,6 @@ from app.llm.embeddings import Embedder
 from app.memory.models import Message
 from app.memory.recall.repository import MessageRepository
 from app.memory.schemas import HandedInMessage
-from app.memory.search import lexical
 
 EMBED_BATCH = 64
 
@@ -64,7 +63,6 @@ async def hand_in(session: AsyncSession, embedder: Embedder, agent_id: uuid.UUID
             agent_id=agent_id,
             role=item.role,
             content=item.content,
-            search_text=lexical.search_text(item.content),
             embedding=vector,
             embedding_model=embedder.model,
             handed_in=True,

@@ -10,14 +10,14 @@ from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from app.memory.models import Message
+from app.memory.search import lexical
 from app.memory.search.hybrid import Hit, hybrid_search
 from app.memory.search.query import SearchQuery
 from app.models_base import orm_attribute
 
-# Rows are read without their vectors: nothing outside SQL uses them, and turning 384 floats per row into Python
-
 # Rows are read without their vectors (see NO_PASSAGE_VECTOR in app/memory/archival/repository.py).
 NO_MESSAGE_VECTOR = defer(orm_attribute(Message.embedding), raiseload=True)
+SEARCHED_ROLES = ("user", "assistant")
 
 
 class MessageRepository:
@@ -25,12 +25,16 @@ class MessageRepository:
         self.session = session
 
     async def add(self, message: Message) -> Message:
-        self.session.add(message)
-        await self.session.flush()
+        await self.add_all([message])
         return message
 
-    async def add_all(self, messages: list[Message]) -> None:
-        """Stored in the order given (their seqs follow it)."""
+    async def add_all(self, messages: Sequence[Message]) -> None:
+        """Stored in the order given (their seqs follow it), each with the text full-text search reads
+        (`search_text`): the tokens of what a user's or an assistant's message said and sent (`recall_text`), none of
+        a tool's result or a system notice, which search never returns. Made here, not by the callers: every
+        message is searched alike, however it was written."""
+        for message in messages:
+            message.search_text = lexical.search_text(message.recall_text()) if message.role in SEARCHED_ROLES else ""
         self.session.add_all(messages)
         await self.session.flush()
 

@@ -59,6 +59,10 @@ class RecallMemory:
     async def add(self, message: Message) -> Message:
         return await self.messages.add(message)
 
+    async def add_all(self, messages: Sequence[Message]) -> None:
+        """Stored in the order given (their seqs follow it)."""
+        await self.messages.add_all(messages)
+
     async def since(self, agent_id: uuid.UUID, from_seq: int) -> list[Message]:
         return await self.messages.since(agent_id, from_seq)
 
