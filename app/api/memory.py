@@ -145,8 +145,7 @@ async def get_core_memory_history(agent: AgentDep, label: Label, core: CoreMemor
 )
 async def add_passage(agent_id: AgentIdDep, body: PassageCreate, archival: ArchivalMemoryDep, response: Response) -> PassageRead:
     """Add one passage to archival memory (embedded on insert; a near-duplicate returns the stored one, 200)."""
-    new = NewPassage(content=body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources, key=body.key)
-    [stored] = await archival.add(agent_id, [new])
+    [stored] = await archival.add(agent_id, [NewPassage.of(body)])
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)
@@ -170,14 +169,7 @@ async def add_passages(
             f"{MAX_BATCH_ITEMS} passages and {settings.max_batch_chars} characters): send them as an import job, "
             f"POST /v1/agents/{agent_id}/archival/import (JSON lines or a JSON array; answered at once, with progress)"
         )
-    stored = await archival.add(
-        agent_id,
-        [
-            NewPassage(content=item.content, tags=item.tags, occurred_at=item.occurred_at, sources=item.sources, key=item.key)
-            for item in body.items
-        ],
-        itemised=True,
-    )
+    stored = await archival.add(agent_id, [NewPassage.of(item) for item in body.items], itemised=True)
     return PassageBatchRead(items=[PassageRead.of(s.passage, duplicate=s.duplicate) for s in stored])
 
 
@@ -195,9 +187,7 @@ async def supersede_passage(
     """Store the fact that replaces a passage, and close the old one: it stays, valid until the new one's
     `occurred_at` and `superseded_by` it, out of default reads but found `as_of` an earlier time (or with
     `include_superseded`). Returns the new passage."""
-    stored = await supersede(
-        archival, agent_id, passage_id, body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources
-    )
+    stored = await supersede(archival, agent_id, passage_id, **body.model_dump(exclude_none=True))  # None: the old one's
     if stored.duplicate:
         response.status_code = 200
     return PassageRead.of(stored.passage, duplicate=stored.duplicate)

@@ -32,8 +32,7 @@ async def put_keyed_passage(
     the old one stays, `superseded_by` the new one and with the key, as `POST …/supersede` leaves it. Tags, date and
     sources are the body's (not the old passage's). The passage the key holds already (the same text, tags and
     sources, and date if one is given) is answered as it is, with `duplicate: true`, and no version is added."""
-    new = NewPassage(content=body.content, tags=body.tags, occurred_at=body.occurred_at, sources=body.sources)
-    put = await passage_keys.put(archival, agent_id, key, new)
+    put = await passage_keys.put(archival, agent_id, key, NewPassage.of(body))
     if put.outcome == "created":
         response.status_code = 201
     return PassageRead.of(put.passage, duplicate=put.outcome == "unchanged")

@@ -4,12 +4,12 @@ supersedes that passage, which keeps the key as the key's earlier version (the h
 and erasing the key erases every version of it."""
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
 from app.errors import NotFound
 from app.memory.archival.erasure import Erasure, erase_key
-from app.memory.archival.service import ArchivalMemory, NewPassage, normalise_tags
+from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.archival.timeline import supersede
 from app.memory.models import ArchivalPassage
 
@@ -21,13 +21,12 @@ class Put:
 
 
 def unchanged(current: ArchivalPassage, new: NewPassage) -> bool:
-    """Whether `new` is the passage the key holds: the same text (exactly: a key's value is read back as it was
-    written), tags and sources, and its date unless none is given (undated: now, which a repeat cannot be)."""
-    return (
-        current.content == new.content
-        and current.tags == normalise_tags(new.tags)
-        and set(current.sources) == set(new.sources)
-        and new.occurred_at in (None, current.occurred_at)
+    """Whether `new` is the passage the key holds: every field as it would be stored (the text exactly: a key's value
+    is read back as it was written; sources in any order), its date unless none is given (undated: now, which a
+    repeat cannot be)."""
+    return all(
+        set(value) == set(current.sources) if name == "sources" else value == getattr(current, name)
+        for name, value in new.columns().items()
     )
 
 
@@ -43,6 +42,7 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
     """Store `new` under `key`, or supersede the key's current passage with it; the same passage again stores
     nothing. Writers of one key take turns (its lock, taken once the new text is embedded): of two first writes at
     once, one stores and the other supersedes or finds it unchanged."""
+    new = replace(new, key=key)
     found = (await archival.passages.with_keys(agent_id, [key])).get(key)
     if found is not None and unchanged(found, new):
         return Put(found, "unchanged")
@@ -50,20 +50,11 @@ async def put(archival: ArchivalMemory, agent_id: uuid.UUID, key: str, new: NewP
     await archival.passages.lock_keys(agent_id, [key])
     current = (await archival.passages.with_keys(agent_id, [key], for_update=True)).get(key)
     if current is None:
-        [stored] = await archival.add(agent_id, [replace(new, key=key)], vectors=vectors)
+        [stored] = await archival.add(agent_id, [new], vectors=vectors)
         return Put(stored.passage, "created")
     if unchanged(current, new):
         return Put(current, "unchanged")
-    stored = await supersede(
-        archival,
-        agent_id,
-        current.id,
-        new.content,
-        tags=new.tags,
-        occurred_at=new.occurred_at,
-        sources=new.sources,
-        vectors=vectors,
-    )
+    stored = await supersede(archival, agent_id, current.id, vectors=vectors, **asdict(new))
     return Put(stored.passage, "superseded")
 
 

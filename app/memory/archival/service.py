@@ -4,9 +4,9 @@ twice, and superseded facts stay for `as_of`."""
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, Self
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -31,11 +31,29 @@ class Stored:
 
 @dataclass(frozen=True, kw_only=True)
 class NewPassage:
+    """What a caller writes of a passage: each field is the row's column of the same name. Every write path carries
+    it whole (`of` a request's body or a stored row), so a field added here and to the row is kept by all of them."""
+
     content: str
     tags: Sequence[str] = ()
-    occurred_at: datetime | None = None  # None: now
+    occurred_at: datetime | None = None  # None: when its sources were said, or now
     sources: Sequence[uuid.UUID] = ()  # what it was distilled from: this agent's messages and passages
     key: str | None = None  # the caller's name for it, unique among the agent's current passages
+
+    @classmethod
+    def of(cls, written: object, **given: Any) -> Self:
+        """The passage `written` holds (a request's body, a stored row): its fields of these names, then `given`."""
+        names = [f.name for f in fields(cls) if f.name not in given and hasattr(written, f.name)]
+        return cls(**{name: getattr(written, name) for name in names}, **given)
+
+    def columns(self) -> dict[str, Any]:
+        """The row's columns as `add` stores them: tags normalised, each source once; no occurred_at when none is
+        given (`add` dates it)."""
+        written = {f.name: getattr(self, f.name) for f in fields(self)}
+        written |= {"tags": normalise_tags(self.tags), "sources": list(dict.fromkeys(self.sources))}
+        if self.occurred_at is None:
+            del written["occurred_at"]
+        return written
 
 
 class KeyTaken(Conflict):
@@ -85,18 +103,9 @@ class ArchivalMemory:
         stored: list[Stored] = []
         fresh: list[ArchivalPassage] = []
         for position, (new, vector, near) in enumerate(zip(news, vectors, neighbours, strict=True)):
-            candidate = ArchivalPassage(
-                agent_id=agent_id,
-                content=new.content,
-                tags=normalise_tags(new.tags),
-                embedding=vector,
-                embedding_model=self.embedder.model,
-                sources=list(dict.fromkeys(new.sources)),
-                key=new.key,
-            )
-            if new.occurred_at is not None:  # else when its sources were said, or the time it is stored (occurred_field)
-                candidate.occurred_at = new.occurred_at
-            elif any(s in said for s in new.sources):
+            candidate = ArchivalPassage(agent_id=agent_id, embedding=vector, embedding_model=self.embedder.model, **new.columns())
+            # undated: when its sources were said, or else the time it is stored (occurred_field)
+            if new.occurred_at is None and any(s in said for s in new.sources):
                 candidate.occurred_at = max(said[s] for s in new.sources if s in said)
             original = next((p for p in near if same_fact(p, candidate, new.occurred_at)), None) or next(
                 (p for p in fresh if same_fact(p, candidate, new.occurred_at)), None

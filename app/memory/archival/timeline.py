@@ -2,8 +2,8 @@
 and the current passages a new one may replace, shown to the model so that it can decide."""
 
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import replace
+from typing import Any
 
 from app.errors import Conflict, NotFound
 from app.llm.embeddings import EmbeddingError
@@ -30,14 +30,13 @@ async def supersede(
     passage_id: uuid.UUID,
     content: str,
     *,
-    tags: Sequence[str] | None = None,
-    occurred_at: datetime | None = None,
-    sources: Sequence[uuid.UUID] = (),
     vectors: list[list[float]] | None = None,
+    **changes: Any,
 ) -> Stored:
-    """Store the fact that replaces a current passage (tags: the old one's unless given; `sources`: the new one's,
-    the old one keeps its own) and close the old one: valid until the new one's occurred_at, superseded by it. A
-    current passage with the same text (one the model has just stored, say) becomes the successor as it is
+    """Store the fact that replaces a current passage and close the old one: valid until the new one's occurred_at,
+    superseded by it. The new one is the old one as written (NewPassage.of it), `content` and `changes` (its other
+    fields, by name) applied; its date and sources are its own (not given: now, and none; the old one keeps its
+    own). A current passage with the same text (one the model has just stored, say) becomes the successor as it is
     (`duplicate`) instead of a second copy. A keyed passage's successor takes its key (and is never another passage:
     same_fact), and the old one keeps it, as the key's earlier version. The new passage is embedded before the old
     one is locked (`vectors`: embedded by the caller): no lock waits on the embedder."""
@@ -58,8 +57,7 @@ async def supersede(
     key, old.key = old.key, None
     if key is not None:
         await archival.passages.save(old)
-    tags = old.tags if tags is None else tags
-    new = NewPassage(content=content, tags=tags, occurred_at=occurred_at, sources=sources, key=key)
+    new = replace(NewPassage.of(old, key=key, occurred_at=None, sources=()), content=content, **changes)
     [stored] = await archival.add(agent_id, [new], exclude=[old.id], vectors=vectors)
     old.key, old.valid_until, old.superseded_by = key, stored.passage.occurred_at, stored.passage.id
     await archival.passages.save(old)
