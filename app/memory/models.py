@@ -223,9 +223,5 @@ class ImportItem(SQLModel, table=True):
     agent_id: uuid.UUID = agent_key()
     job_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
     position: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
-    content: str = Field(sa_column=Column(Text, nullable=False))
-    tags: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
-    occurred_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
-    sources: list[uuid.UUID] = Field(
-        default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False, server_default="{}")
-    )
+    # The passage as it was given (a PassageWrite as JSON, migration 0021): a field added to a passage travels in it.
+    passage: dict[str, Any] = Field(sa_column=Column(JSONB, nullable=False))

@@ -62,10 +62,7 @@ async def create_job(session: AsyncSession, agent_id: uuid.UUID, items: Sequence
                 "agent_id": agent_id,
                 "job_id": job.id,
                 "position": start + i,
-                "content": item.content,
-                "tags": item.tags,
-                "occurred_at": item.occurred_at,
-                "sources": item.sources,
+                "passage": item.model_dump(mode="json"),
             }
             for i, item in enumerate(items[start : start + INSERT_CHUNK])
         ]
@@ -240,10 +237,7 @@ class ImportWorker:
     async def _next_slice(self, key: JobKey, size: int) -> list[_Item]:
         async with self.sessions() as session:
             rows = await session.exec(select(ImportItem).where(*_items(key)).order_by(col(ImportItem.position)).limit(size))
-            return [
-                _Item(r.position, NewPassage(content=r.content, tags=r.tags, occurred_at=r.occurred_at, sources=r.sources))
-                for r in rows.all()
-            ]
+            return [_Item(r.position, NewPassage.of(PassageWrite.model_validate(r.passage))) for r in rows.all()]
 
     async def _store(self, key: JobKey, items: list[_Item], vectors: list[list[float]]) -> bool:
         """Store the slice, delete its items and count them, in one transaction; False if the job is no longer
