@@ -17,7 +17,7 @@ from app.memory.archival.erasure import erase_passage
 from app.memory.archival.imports import ImportWorker, create_job, describe, get_job
 from app.memory.archival.service import ArchivalMemory, NewPassage
 from app.memory.models import ImportJob, Message
-from app.memory.schemas import MAX_SOURCES, PassageCreate
+from app.memory.schemas import MAX_SOURCES, PassageWrite
 from testkit.bulk import JSON_LINES, json_lines
 from tests.support.imports import ended, wait_for
 
@@ -201,9 +201,9 @@ def test_an_import_job_drops_sources_erased_before_its_items_are_stored(database
                 gone, kept = [s.passage for s in await archival.add(agent.id, news)]
                 ids = {"message": message.id, "gone": gone.id, "kept": kept.id}
                 items = [
-                    PassageCreate(content="Max is a young dog", sources=[message.id, gone.id]),
-                    PassageCreate(content="Max was a puppy in May", sources=[gone.id]),
-                    PassageCreate(content="Nate has a dog!", sources=[kept.id, message.id]),
+                    PassageWrite(content="Max is a young dog", sources=[message.id, gone.id]),
+                    PassageWrite(content="Max was a puppy in May", sources=[gone.id]),
+                    PassageWrite(content="Nate has a dog!", sources=[kept.id, message.id]),
                 ]
                 job = await create_job(session, agent.id, items)
             async with db.transaction(sessions) as session:
