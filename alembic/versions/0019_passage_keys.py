@@ -6,7 +6,7 @@ and a unique index of a partitioned table must hold its partition key.
 
 Revision ID: 0019_passage_keys
 Revises: 0018_passage_sources
-Create Date: 2026-12-08
+Create Date: 2026-12-07
 """
 
 from collections.abc import Sequence

@@ -3,7 +3,7 @@ erasing those would have erased them), which were counted done and only logged
 
 Revision ID: 0020_import_job_skipped
 Revises: 0019_passage_keys
-Create Date: 2026-12-09
+Create Date: 2026-12-07
 """
 
 from collections.abc import Sequence

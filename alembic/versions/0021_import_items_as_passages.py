@@ -4,7 +4,7 @@ into it, and back on downgrade.
 
 Revision ID: 0021_import_items_as_passages
 Revises: 0020_import_job_skipped
-Create Date: 2026-12-10
+Create Date: 2026-12-07
 """
 
 from collections.abc import Sequence
