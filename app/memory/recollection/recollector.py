@@ -21,7 +21,7 @@ from app.memory.kinds import KINDS, SEARCHABLE, Kind, Scope, SearchableKind
 from app.memory.models import MemoryBlock
 from app.memory.recollection.candidate import BUDGET_CHARS, Candidate
 from app.memory.recollection.gate import PERSONAL, WINDOW_RATIO, acknowledges, coverage, min_margin
-from app.memory.recollection.prompt_text import core_section, memories_section
+from app.memory.recollection.prompt_text import MEMORIES_HEADING, core_section, memories_section
 from app.memory.recollection.rendering import arrange, render
 from app.memory.recollection.selection import searched_for, select
 from app.memory.search import lexical
@@ -52,7 +52,7 @@ class Recollection:
     @property
     def section(self) -> str | None:
         """The memories' section as the chat path's system prompt has it (its agent can search for more)."""
-        return memories_section(self.body) if self.body else None
+        return self.under(MEMORIES_HEADING)
 
     def under(self, heading: str) -> str | None:
         """The memories' section under `heading`: the same lines whoever reads them."""
